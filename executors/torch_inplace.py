@@ -1,0 +1,79 @@
+"""PyTorch executor for ``copy_to_out_``, on CPU and CUDA tensors alike.
+
+Two kinds of operator:
+
+- ``copy_to_out_`` itself, run as ``out.copy_(computed)``: always correct, costs a full-size
+  ``computed`` and a copy. This is what every write runs as until the aliasing checker proves more.
+- ``copy_to_out_<op>(*args, out=out)``: the producer of ``computed`` run directly into ``out``'s
+  storage, emitted only by the checker (``thunder_ext.transforms.prove_inplace``) once it has proved
+  that nothing else needs the storage ``computed`` would have had. Ops that update a base tensor
+  (``index_copy``, ``scatter``...) run as the base's in-place method on ``out``, after loading the
+  base into ``out`` unless the base already is ``out``; elementwise ops run with ``out=``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import torch
+from thunder.core.proxies import TensorProxy
+from thunder.extend import OperatorExecutor, register_executor
+
+from thunder_ext.primitive import copy_to_out_
+
+inplace_ex = OperatorExecutor("thunder_ext_inplace", version="0.1")
+register_executor(inplace_ex)
+
+
+def _copy_to_out_impl(computed: torch.Tensor, *, out: torch.Tensor, after=()) -> torch.Tensor:
+    return out.copy_(computed)
+
+
+plain_copy_to_out = inplace_ex.register_operator("copy_to_out_", like=copy_to_out_, fn=_copy_to_out_impl)
+inplace_ex.register_implementation(copy_to_out_, plain_copy_to_out)
+
+
+def _base_update(update: Callable[..., object]) -> Callable[..., torch.Tensor]:
+    def run(base: torch.Tensor, *args, out: torch.Tensor, **kwargs) -> torch.Tensor:
+        if base is not out:
+            out.copy_(base)
+        update(out, *args, **kwargs)
+        return out
+
+    return run
+
+
+def _elementwise(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    def run(*args, out: torch.Tensor, **kwargs) -> torch.Tensor:
+        return fn(*args, **kwargs, out=out)
+
+    return run
+
+
+# Keyed by the name of the PyTorch executor's operator that produced `computed`.
+# Base updates: the first argument is the tensor being updated (the "base").
+_BASE_UPDATES: dict[str, Callable[..., object]] = {
+    "index_copy": torch.Tensor.index_copy_,
+    "index_add": torch.Tensor.index_add_,
+    "index_put": torch.Tensor.index_put_,
+    "scatter": torch.Tensor.scatter_,
+    "scatter_add": torch.Tensor.scatter_add_,
+    "masked_fill": torch.Tensor.masked_fill_,
+    "copy_with_setitem_impl": operator.setitem,
+}
+_ELEMENTWISE = (
+    "abs add addcdiv addcmul clamp div exp lerp maximum minimum mul neg pow rsqrt sqrt sub tanh true_divide where"
+).split()
+
+
+def _fused_meta(*args, out: TensorProxy, **kwargs) -> TensorProxy:
+    return TensorProxy(like=out)
+
+
+def _register(name: str, run: Callable[..., torch.Tensor]):
+    return inplace_ex.register_operator(f"copy_to_out_{name}", meta=_fused_meta, fn=run)
+
+
+BASE_UPDATE_OPS = {name: _register(name, _base_update(update)) for name, update in _BASE_UPDATES.items()}
+ELEMENTWISE_OPS = {name: _register(name, _elementwise(getattr(torch, name))) for name in _ELEMENTWISE}

@@ -1,0 +1,29 @@
+"""thunder-ext: safe, free in-place updates under lightning-thunder.
+
+- ``copy_to_out_``: the primitive "write ``computed`` into ``out``" (``thunder_ext.primitive``).
+- ``thunder_ext.transforms``: the functionalization pass and the aliasing checker.
+- ``thunder_ext.executors``: the executors that run proven writes in place.
+- ``jit``: ``thunder.jit`` with all of the above.
+"""
+
+from thunder_ext.executors import inplace_ex
+from thunder_ext.jit import inplace_decisions, jit
+from thunder_ext.primitive import CopyToOutError, copy_to_out_
+from thunder_ext.transforms import (
+    InplaceDecision,
+    InplaceOrderingError,
+    InplaceTransform,
+    UnprovenInplaceError,
+)
+
+__all__ = [
+    "CopyToOutError",
+    "InplaceDecision",
+    "InplaceOrderingError",
+    "InplaceTransform",
+    "UnprovenInplaceError",
+    "copy_to_out_",
+    "inplace_decisions",
+    "inplace_ex",
+    "jit",
+]

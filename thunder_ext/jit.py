@@ -1,0 +1,45 @@
+"""``thunder_ext.jit``: ``thunder.jit`` with in-place writes functionalized, proved and run in place."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import thunder
+from thunder.core.transforms import Transform
+from thunder.extend import Executor
+
+from thunder_ext.executors import inplace_ex
+from thunder_ext.transforms import InplaceDecision, InplaceTransform
+
+
+def jit(
+    fn: Callable,
+    /,
+    *,
+    executors: Sequence[Executor | str] | None = None,
+    transforms: Sequence[Transform] | None = None,
+    strict: bool = False,
+    **kwargs: Any,
+) -> Callable:
+    """A drop-in for ``thunder.jit``: same arguments, same result, in-place writes run in place.
+
+    The caller's ``executors`` (thunder's defaults if None) and ``transforms`` are kept; the
+    extension's executor goes first and its transform last, so it sees the final trace.
+    ``strict=True`` raises instead of falling back to a copy for a write it cannot prove.
+    """
+    executors = thunder.get_default_executors() if executors is None else executors
+    return thunder.jit(
+        fn,
+        executors=[inplace_ex, *executors],
+        transforms=[*(transforms or ()), InplaceTransform(strict=strict)],
+        **kwargs,
+    )
+
+
+def inplace_decisions(jitted: Callable) -> list[InplaceDecision]:
+    """How each ``copy_to_out_`` of the last compilation of ``jitted`` runs, and why."""
+    for transform in thunder.compile_data(jitted).transforms:
+        if isinstance(transform, InplaceTransform):
+            return transform.last_decisions
+    raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")

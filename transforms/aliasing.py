@@ -1,0 +1,154 @@
+"""Which proxies of a trace share storage, and which ops write into storage.
+
+Shared by the functionalization pass and the aliasing checker. The analysis over-approximates
+sharing on purpose: two proxies count as sharing storage if any op in the trace *may* make one a
+view of the other (thunder's own list of view-returning and may-return-view ops, plus the view
+prims). Over-approximation can only turn an in-place write into a copy, never the reverse.
+
+Two relations are kept:
+- *same tensor*: the proxies are the same runtime tensor under different names (``update_aliases``,
+  the result of an in-place op or of a write, which is its destination);
+- *same storage*: the above, or one is a view of the other (possibly another region).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import thunder.torch as ltorch
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import BoundSymbol, Symbol
+
+from thunder.executors import torchex
+
+from thunder_ext.primitive import copy_to_out_
+
+# Prims that return a view of their first argument when run by PyTorch.
+_VIEW_PRIM_IDS = frozenset(
+    {
+        PrimIDs.BROADCAST_IN_DIM,
+        PrimIDs.RESHAPE,
+        PrimIDs.SLICE,
+        PrimIDs.SQUEEZE,
+        PrimIDs.TRANSPOSE,
+        PrimIDs.SHALLOW_COPY,
+        PrimIDs.VIEW,
+        PrimIDs.UNFOLD,
+    }
+)
+
+WRITE_OUT_KWARG = "out"
+
+
+def tensor_args(bsym: BoundSymbol) -> list[TensorProxy]:
+    return [p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)]
+
+
+def tensor_outs(bsym: BoundSymbol) -> list[TensorProxy]:
+    return [p for p in bsym.flat_proxy_outs if isinstance(p, TensorProxy)]
+
+
+def thunder_symbol(bsym: BoundSymbol) -> Symbol:
+    """The thunder-level op an execution-trace bound symbol runs.
+
+    An operator executor binds its own symbol (``torch.index_copy``) whose single subsymbol is the
+    thunder op it claimed (``ltorch.index_copy``); anything else is its own thunder op.
+    """
+    if bsym.sym.executor is not None and len(bsym.subsymbols) == 1:
+        return bsym.subsymbols[0].sym
+    return bsym.sym
+
+
+def is_view_op(bsym: BoundSymbol) -> bool:
+    sym = thunder_symbol(bsym)
+    return (
+        sym in ltorch._syms_returning_views
+        or sym in ltorch._syms_that_may_return_views
+        or (sym.is_prim and sym.id in _VIEW_PRIM_IDS)
+    )
+
+
+def is_update_aliases(bsym: BoundSymbol) -> bool:
+    return bsym.sym.id in (PrimIDs.UPDATE_ALIASES, torchex.update_aliases.id)
+
+
+def is_copy_to_out(bsym: BoundSymbol) -> bool:
+    return thunder_symbol(bsym).id == copy_to_out_.id
+
+
+def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] | None:
+    """``(computed, target)`` if ``bsym`` is a thunder in-place op (``ltorch.add_``, ``setitem_``...).
+
+    Thunder decomposes every in-place torch op into its functional op(s) followed by
+    ``prims.copy_(computed, target)``; that final copy is the write.
+    """
+    if bsym.sym.id in (PrimIDs.COPY_, torchex.copy_.id):
+        return bsym.args[0], bsym.args[1]
+    if bsym.subsymbols and bsym.subsymbols[-1].sym.id == PrimIDs.COPY_:
+        copy = bsym.subsymbols[-1]
+        return copy.args[0], copy.args[1]
+    return None
+
+
+def write_destination(bsym: BoundSymbol) -> TensorProxy | None:
+    """The tensor whose storage ``bsym`` writes, if it writes one in place."""
+    if WRITE_OUT_KWARG in bsym.kwargs and isinstance(bsym.kwargs[WRITE_OUT_KWARG], TensorProxy):
+        # copy_to_out_ and the executors' in-place forms of it
+        return bsym.kwargs[WRITE_OUT_KWARG]
+    if (write := thunder_inplace_write(bsym)) is not None:
+        return write[1]
+    return None
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self._parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        root = x
+        while self._parent.get(root, root) != root:
+            root = self._parent[root]
+        while x != root:  # path compression
+            self._parent[x], x = root, self._parent.get(x, x)
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self._parent[rb] = ra
+
+
+class Aliases:
+    """Same-tensor and same-storage relations over the tensor proxies of ``bsyms``."""
+
+    def __init__(self, bsyms: Iterable[BoundSymbol]) -> None:
+        self._tensor = _UnionFind()
+        self._storage = _UnionFind()
+        for bsym in bsyms:
+            self.add(bsym)
+
+    def add(self, bsym: BoundSymbol) -> None:
+        outs = tensor_outs(bsym)
+        if is_update_aliases(bsym):
+            for before, after in zip(tensor_args(bsym), outs):
+                self._same_tensor(before.name, after.name)
+        elif (dest := write_destination(bsym)) is not None:
+            for out in outs:
+                self._same_tensor(dest.name, out.name)
+        elif is_view_op(bsym) and (args := tensor_args(bsym)):
+            for out in outs:
+                self._storage.union(args[0].name, out.name)
+
+    def _same_tensor(self, a: str, b: str) -> None:
+        self._tensor.union(a, b)
+        self._storage.union(a, b)
+
+    def same_tensor(self, a: TensorProxy, b: TensorProxy) -> bool:
+        return self._tensor.find(a.name) == self._tensor.find(b.name)
+
+    def same_storage(self, a: TensorProxy, b: TensorProxy) -> bool:
+        return self._storage.find(a.name) == self._storage.find(b.name)
+
+    def storage_key(self, a: TensorProxy) -> str:
+        return self._storage.find(a.name)

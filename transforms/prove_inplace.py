@@ -1,0 +1,177 @@
+"""The aliasing checker: prove a ``copy_to_out_`` safe to run in place, or leave it a copy.
+
+It runs on the final execution trace, after every pass that may reorder, so what it proves holds
+for the order that will run. For each write ``w = copy_to_out_(c, out=o)`` it checks:
+
+1. *Ordering* (never waived): no op after the write reads a tensor sharing ``o``'s storage except
+   through ``w`` (or aliases derived from ``w``). A violation means some pass moved the write above
+   a reader of the old value; no executor can repair that, so it raises ``InplaceOrderingError``.
+2. *Aliasing*, for ``c``'s producer ``p`` to run directly in ``o``'s storage (so ``c`` aliases ``o``):
+   ``p`` has an in-place form (``executors.torch_inplace``); ``c`` is ``p``'s only result;
+   ``p``'s base argument is ``o`` itself or shares no storage with ``o``, and no other argument
+   shares storage with ``o``. Then either
+   - ``c`` is consumed by nothing but the write: ``p`` moves down to the write, or
+   - nothing between ``p`` and the write reads or writes ``o``'s storage: the write moves up to
+     ``p`` and readers of ``c`` there read ``o``, which already holds ``c``.
+
+What cannot be proved stays ``out.copy_(computed)`` (correct, one extra buffer and copy) and is
+reported in an ``InplaceDecision``; with ``strict=True`` it raises ``UnprovenInplaceError`` instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import TensorProxy, variableify
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.executors.passes import del_last_used
+from thunder.executors.torchex import ex as torch_ex
+
+from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS
+from thunder_ext.transforms.aliasing import (
+    Aliases,
+    is_copy_to_out,
+    is_update_aliases,
+    is_view_op,
+    tensor_args,
+    tensor_outs,
+    write_destination,
+)
+
+How = Literal["in place at the write", "in place at the producer", "copy"]
+
+
+class InplaceOrderingError(RuntimeError):
+    """A write was scheduled before a reader of the value it overwrites."""
+
+
+class UnprovenInplaceError(RuntimeError):
+    """``strict=True``: a write could not be proved safe to run in place."""
+
+
+@dataclass(frozen=True)
+class InplaceDecision:
+    """How one ``copy_to_out_`` runs, and why."""
+
+    write: str
+    computed: str
+    out: str
+    how: How
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.write} = copy_to_out_({self.computed}, out={self.out}): {self.how} ({self.reason})"
+
+
+def _reads(bsym: BoundSymbol) -> list[TensorProxy]:
+    return tensor_args(bsym)
+
+
+def _check_ordering(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> None:
+    write = bsyms[j]
+    out: TensorProxy = write.kwargs["out"]
+    new = {o.name for o in tensor_outs(write)}
+    for later in bsyms[j + 1 :]:
+        args = _reads(later)
+        if is_view_op(later) or is_update_aliases(later) or write_destination(later) is not None:
+            # These name storage rather than read it: derived from the new value, they are new.
+            if any(a.name in new for a in args):
+                new.update(o.name for o in tensor_outs(later))
+            if write_destination(later) is None:
+                continue
+        if later.sym.id == PrimIDs.RETURN:
+            continue  # returning an alias hands over the tensor, it reads nothing
+        stale = [a for a in args if a.name not in new and aliases.same_storage(a, out)]
+        if stale:
+            raise InplaceOrderingError(
+                f"`{later.sym.name}` reads `{stale[0].name}`, which shares storage with `{out.name}`, after "
+                f"`{write.output.name} = copy_to_out_(..., out={out.name})` overwrote it"
+            )
+
+
+def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases) -> str | None:
+    """Why ``producer`` cannot compute straight into ``out``'s storage, or None if it can."""
+    name = producer.sym.name
+    if producer.sym.executor is not torch_ex or name not in BASE_UPDATE_OPS | ELEMENTWISE_OPS:
+        return f"`{name}` has no in-place form"
+    if len(producer.flat_proxy_outs) != 1:
+        return f"`{name}` has several results"
+    args = tensor_args(producer)
+    if name in BASE_UPDATE_OPS:
+        base, others = producer.args[0], args[1:]
+        if isinstance(base, TensorProxy) and aliases.same_storage(base, out) and not aliases.same_tensor(base, out):
+            return f"its base `{base.name}` overlaps `{out.name}` without being it"
+    else:
+        others = [a for a in args if not aliases.same_tensor(a, out)]
+    for a in others:
+        if aliases.same_storage(a, out):
+            return f"its argument `{a.name}` shares storage with `{out.name}`"
+    return None
+
+
+def _touches(bsym: BoundSymbol, out: TensorProxy, aliases: Aliases) -> bool:
+    return any(aliases.same_storage(a, out) for a in _reads(bsym))
+
+
+def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
+    op = (BASE_UPDATE_OPS | ELEMENTWISE_OPS)[producer.sym.name]
+    fused = op.bind(*producer.args, **producer.kwargs, out=out, output=result)
+    fused.subsymbols = [producer, write]
+    fused.header = write.header
+    return fused
+
+
+def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[InplaceDecision, list[BoundSymbol]]:
+    write = bsyms[j]
+    computed, out, result = write.args[0], write.kwargs["out"], write.output
+
+    def decision(how: How, reason: str) -> InplaceDecision:
+        return InplaceDecision(result.name, computed.name, out.name, how, reason)
+
+    i = next((i for i in range(j) if computed.name in {o.name for o in bsyms[i].flat_proxy_outs}), None)
+    if i is None:
+        return decision("copy", f"`{computed.name}` is not computed in this trace"), bsyms
+    producer = bsyms[i]
+    if (blocker := _producer_blocker(producer, out, aliases)) is not None:
+        return decision("copy", blocker), bsyms
+    consumers = [k for k, b in enumerate(bsyms) if k != i and any(a.name == computed.name for a in b.flat_proxy_args)]
+    if consumers == [j]:
+        fused = _fused(producer, out, result, write)
+        rest = bsyms[:i] + bsyms[i + 1 : j] + [fused] + bsyms[j + 1 :]
+        return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
+    if blocker := next((b for b in bsyms[i + 1 : j] if b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)), None):
+        return decision("copy", f"`{blocker.sym.name}` uses `{out.name}` between the producer and the write"), bsyms
+    fused = _fused(producer, out, computed, write)
+    swap = {variableify(result): computed}
+    later = [b.from_bsym_swap_proxies(swap, skip_output=True) for b in bsyms[j + 1 :]]
+    return decision("in place at the producer", f"nothing uses `{out.name}` before the write"), (
+        bsyms[:i] + [fused] + bsyms[i + 1 : j] + later
+    )
+
+
+def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
+    """Run each provably safe ``copy_to_out_`` in place; return the new trace and every decision."""
+    bsyms = [b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL]
+    decisions: list[InplaceDecision] = []
+    j = 0
+    while j < len(bsyms):
+        if is_copy_to_out(bsyms[j]) and "out" in bsyms[j].kwargs:
+            aliases = Aliases(bsyms)
+            _check_ordering(bsyms, j, aliases)
+            decided, bsyms = _decide(bsyms, j, aliases)
+            if strict and decided.how == "copy":
+                raise UnprovenInplaceError(f"cannot prove in-place safe: {decided}")
+            decisions.append(decided)
+            if decided.how != "copy":
+                continue  # the write is gone from index j; what now stands there is unvisited
+        j += 1
+    if not decisions:
+        return trace, decisions
+    new_trace = from_trace(trace)
+    new_trace.bound_symbols = bsyms
+    new_trace = del_last_used(new_trace)
+    new_trace.set_provenance(TraceProvenance("thunder_ext: prove copy_to_out_ aliasing safe"))
+    return new_trace, decisions

@@ -1,0 +1,28 @@
+"""The thunder ``Transform`` that plugs the functionalization pass and the checker into ``thunder.jit``."""
+
+from __future__ import annotations
+
+from thunder.core.trace import TraceCtx
+from thunder.core.transforms import Transform
+
+from thunder_ext.transforms.functionalize import functionalize_writes
+from thunder_ext.transforms.prove_inplace import InplaceDecision, prove_inplace_writes
+
+
+class InplaceTransform(Transform):
+    """Functionalize in-place writes before execution planning; prove them in place after it.
+
+    Needs ``thunder_ext.executors.inplace_ex`` among the executors (``thunder_ext.jit`` adds it).
+    ``strict=True`` raises ``UnprovenInplaceError`` for any write that would fall back to a copy.
+    """
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
+        self.last_decisions: list[InplaceDecision] = []
+
+    def transform_traces_pre_prologue(self, prologue_trace, computation_trace, epilogue_trace, **kwargs):
+        return prologue_trace, functionalize_writes(computation_trace), epilogue_trace
+
+    def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs) -> TraceCtx:
+        new_trace, self.last_decisions = prove_inplace_writes(computation_trace, strict=self.strict)
+        return new_trace
