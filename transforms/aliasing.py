@@ -81,8 +81,10 @@ def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] 
     """``(computed, target)`` if ``bsym`` is a thunder in-place op (``ltorch.add_``, ``setitem_``...).
 
     Thunder decomposes every in-place torch op into its functional op(s) followed by
-    ``prims.copy_(computed, target)``; that final copy is the write.
+    ``prims.copy_(computed, target)``; that final copy is the write. ``copy_to_out_`` is one too.
     """
+    if is_copy_to_out(bsym):
+        return bsym.args[0], bsym.kwargs[WRITE_OUT_KWARG]
     if bsym.sym.id in (PrimIDs.COPY_, torchex.copy_.id):
         return bsym.args[0], bsym.args[1]
     if bsym.subsymbols and bsym.subsymbols[-1].sym.id == PrimIDs.COPY_:

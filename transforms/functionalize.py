@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import thunder.torch as ltorch
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, variableify
+from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.core.transform_common import dce
@@ -36,6 +38,7 @@ from thunder.core.transform_common import dce
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
     Aliases,
+    is_copy_to_out,
     is_update_aliases,
     is_view_op,
     tensor_args,
@@ -53,6 +56,7 @@ class _PendingWrite:
 class _Functionalizer:
     trace: TraceCtx  # the trace being built, which names new proxies
     aliases: Aliases
+    inputs: set[str]
     out: list[BoundSymbol] = field(default_factory=list)
     renamed: dict[str, Proxy] = field(default_factory=dict)
     storage_of_result: dict[str, str] = field(default_factory=dict)  # write results -> storage key
@@ -75,9 +79,9 @@ class _Functionalizer:
                 return key
         return None
 
-    def emit(self, bsym: BoundSymbol) -> None:
+    def emit(self, bsym: BoundSymbol, *, rename: bool = True) -> None:
         swap = {variableify(p): self.resolve(p) for p in bsym.flat_proxy_args if self.resolve(p) is not p}
-        bsym = bsym.from_bsym_swap_proxies(swap, skip_output=True) if swap else bsym
+        bsym = bsym.from_bsym_swap_proxies(swap, skip_output=True) if swap and rename else bsym
         self.out.append(bsym)
         for o in bsym.flat_proxy_outs:
             self.producer[o.name] = bsym
@@ -98,7 +102,8 @@ class _Functionalizer:
         after = tuple(r for r in self.readers.pop(key, []) if r.name not in before)
         with tracectx(self.trace):
             result = TensorProxy(like=write.target)
-        self.emit(copy_to_out_.bind(write.computed, out=write.target, after=after, output=result))
+        # The target is named as it was when written: later names of it denote the new value.
+        self.emit(copy_to_out_.bind(write.computed, out=write.target, after=after, output=result), rename=False)
         self.storage_of_result[result.name] = key
         return result
 
@@ -125,6 +130,7 @@ class _Functionalizer:
             self.read(functional_part)
             self.emit(functional_part)
         computed, target = self.resolve(computed), self.resolve(target)
+        computed = self.conform(computed, target)
         key = self.pending_write_of(target)
         if key is not None:  # a chain: the pending value is overwritten before anything observed it
             self.pending[key].computed = computed
@@ -133,12 +139,29 @@ class _Functionalizer:
             self.observe(key)
             self.pending[key] = _PendingWrite(target, computed)
         new_value = self.flush(key) if self._is_storage_backed(computed) else computed
-        for o in bsym.flat_proxy_outs:
+        # Later reads of the target by its old name (only a direct copy_to_out_ leaves any) see the new value.
+        for o in [*bsym.flat_proxy_outs, target]:
             self.renamed[o.name] = new_value
+
+    def conform(self, computed: TensorProxy, target: TensorProxy) -> TensorProxy:
+        """``copy_`` broadcasts and converts its source; ``copy_to_out_`` takes it as ``target`` is."""
+        if (computed.shape, computed.dtype, computed.device) == (target.shape, target.dtype, target.device):
+            return computed
+        self.trace.push_scope([])
+        with tracectx(self.trace):
+            value = ltorch.expand(computed, target.shape)
+            value = ltorch.to(value, device=target.device, dtype=target.dtype)
+        for bsym in self.trace.pop_scope():
+            self.emit(bsym)
+        return value
 
     def _is_storage_backed(self, t: TensorProxy) -> bool:
         bsym = self.producer.get(t.name)
-        return bsym is None or is_view_op(bsym) or is_update_aliases(bsym)
+        return (
+            bsym is None
+            or t.name in self.inputs
+            or any(f(bsym) for f in (is_view_op, is_update_aliases, is_copy_to_out))
+        )
 
     def update_aliases(self, bsym: BoundSymbol) -> None:
         ins = [self.resolve(t) for t in tensor_args(bsym)]
@@ -177,6 +200,8 @@ def functionalize_writes(trace: TraceCtx) -> TraceCtx:
         return trace
     trace = dce(trace)
     new_trace = from_trace(trace)
-    new_trace.bound_symbols = _Functionalizer(new_trace, Aliases(trace.bound_symbols)).run(trace.bound_symbols)
+    inputs = {p.name for p in tree_flatten((trace.args, trace.kwargs))[0] if isinstance(p, Proxy)}
+    functionalizer = _Functionalizer(new_trace, Aliases(trace.bound_symbols), inputs)
+    new_trace.bound_symbols = functionalizer.run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: functionalize writes into copy_to_out_"))
     return new_trace

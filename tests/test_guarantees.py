@@ -1,0 +1,138 @@
+"""Each guarantee of the functionalization pass and the checker, with an adversary that tries to break it."""
+
+import pytest
+import torch
+import thunder
+from thunder.core.transforms import Transform
+
+import thunder_ext
+from thunder_ext.transforms import InplaceOrderingError, InplaceTransform
+from thunder_ext.transforms.aliasing import is_copy_to_out
+from helpers import assert_matches_eager, functionalized_trace, writes_in
+
+
+def hoist_writes(trace):
+    """An adversarial scheduler: a topological order that runs writes (and alias renames) as early as dataflow allows.
+
+    Legal for any pass that respects dataflow, so a write's ordering edges are all that keep it
+    below the readers of the value it overwrites.
+    """
+    bsyms = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
+    *body, ret = bsyms
+    produced: set[str] = set()
+    scheduled = []
+    while body:
+        ready = [b for b in body if all(p.name in produced for p in b.flat_proxy_args)]
+        eager = [b for b in ready if is_copy_to_out(b) or b.sym.name == "update_aliases"]
+        pick = (eager or ready)[0]
+        body.remove(pick)
+        scheduled.append(pick)
+        produced.update(p.name for p in pick.flat_proxy_outs)
+    new = thunder.core.trace.from_trace(trace)
+    new.bound_symbols = scheduled + [ret]
+    return thunder.executors.passes.del_last_used(new)
+
+
+class HoistWrites(Transform):
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        return hoist_writes(trace)
+
+
+def read_then_overwrite(x, y):
+    c = y * 2  # `computed` exists before the old x is read
+    old = x.sum()
+    x.copy_(c)
+    return old, x * 1
+
+
+def test_readers_of_old_value_stay_before_write_under_adversarial_scheduling():
+    jfn = assert_matches_eager(read_then_overwrite, torch.randn(4), torch.randn(4), transforms=[HoistWrites()])
+    final = thunder.last_traces(jfn)[-1]
+    names = [b.sym.name for b in final.bound_symbols]
+    assert names.index("sum") < min(i for i, b in enumerate(final.bound_symbols) if "copy_to_out" in b.sym.name)
+
+
+class UnorderedInplace(InplaceTransform):
+    """The pass without its ordering edges, then the adversarial scheduler: the guarantee broken on purpose."""
+
+    def transform_traces_pre_prologue(self, pro, comp, epi, **kwargs):
+        pro, comp, epi = super().transform_traces_pre_prologue(pro, comp, epi, **kwargs)
+        comp.bound_symbols = [
+            b.from_bsym(kwargs={**b.kwargs, "after": ()}) if is_copy_to_out(b) else b for b in comp.bound_symbols
+        ]
+        return pro, comp, epi
+
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        return super().transform_trace_post_optimization(hoist_writes(trace), **kwargs)
+
+
+def test_checker_refuses_a_write_moved_above_a_reader_of_the_old_value():
+    jfn = thunder.jit(read_then_overwrite, executors=[thunder_ext.inplace_ex, "torch"], transforms=[UnorderedInplace()])
+    x = torch.randn(4)
+    before = x.clone()
+    with pytest.raises(InplaceOrderingError, match=r"reads .* after .*copy_to_out_"):
+        jfn(x, torch.randn(4))
+    torch.testing.assert_close(x, before)  # refused at compile time: nothing was written
+
+
+def test_readers_of_new_value_depend_on_the_write_through_other_aliases():
+    def f(k, pos, new):
+        k[:1].index_copy_(2, pos, new)  # written through a view...
+        return k.sum()  # ...read through the base
+
+    jfn = assert_matches_eager(f, torch.randn(2, 2, 4, 3), torch.tensor([1]), torch.randn(1, 2, 1, 3), transforms=[HoistWrites()])
+    trace = functionalized_trace(jfn)
+    (write,) = writes_in(trace)
+    consumers = [b for b in trace.bound_symbols if write.output.name in {p.name for p in b.flat_proxy_args}]
+    assert consumers and consumers[0].sym.name == "update_aliases"
+
+
+def test_one_write_per_tensor_for_a_chain_of_many_ops():
+    def f(x, y):
+        x.add_(y)
+        x.mul_(2)
+        x.sub_(1)
+        x.clamp_(-1, 1)
+        return x
+
+    jfn = assert_matches_eager(f, torch.randn(8), torch.randn(8))
+    (write,) = writes_in(functionalized_trace(jfn))
+    assert [d.how for d in thunder_ext.inplace_decisions(jfn)] == ["in place at the write"]
+
+
+def test_copy_from_an_input_is_written_before_that_input_changes():
+    # x.copy_(y) computes y itself; deferring the write past y.add_ would give x the new y.
+    def f(x, y):
+        x.copy_(y)
+        y.add_(1)
+        return x * 1
+
+    jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3))
+    assert len(writes_in(functionalized_trace(jfn))) == 2
+
+
+def test_copy_to_out_meta_rejects_mismatches_naming_both_tensors():
+    from thunder_ext.primitive import CopyToOutError
+
+    def f(a, b):
+        return thunder_ext.copy_to_out_(a, out=b)
+
+    for a, b, what in [
+        (torch.zeros(3), torch.zeros(4), "shape"),
+        (torch.zeros(3), torch.zeros(3, dtype=torch.float64), "dtype"),
+    ]:
+        before = b.clone()
+        with pytest.raises(CopyToOutError, match=rf"copy_to_out_: cannot write `\w+` into `\w+`: {what}"):
+            thunder_ext.jit(f)(a, b)
+        torch.testing.assert_close(b, before)
+
+
+def test_copy_to_out_called_directly_writes():
+    def f(a, b):
+        thunder_ext.copy_to_out_(a * 2, out=b)
+        return b + 1
+
+    a, b = torch.randn(3), torch.zeros(3)
+    out = thunder_ext.jit(f)(a, b)
+    torch.testing.assert_close(b, a * 2)
+    torch.testing.assert_close(out, a * 2 + 1)

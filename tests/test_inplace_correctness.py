@@ -1,0 +1,178 @@
+"""Every in-place path against eager PyTorch: outputs and mutated inputs."""
+
+import pytest
+import torch
+import thunder
+
+import thunder_ext
+from helpers import assert_matches_eager, functionalized_trace, writes_in
+
+
+def test_thunder_pr_failing_case_index_copy_then_sdpa():
+    # The case that broke thunder's copy_to_out_ pull request: q and k are written, then read by SDPA.
+    def f(q, k, v, mask, idx, src):
+        q.index_copy_(2, idx, src)
+        k.index_copy_(2, idx, src)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, mask)
+
+    q, k, v = torch.randn(1, 4, 2, 16), torch.randn(1, 4, 3, 16), torch.randn(1, 4, 3, 16)
+    mask = torch.ones(1, 1, 2, 3, dtype=torch.bool)
+    jfn = assert_matches_eager(f, q, k, v, mask, torch.arange(2), torch.randn(1, 4, 2, 16))
+    assert [d.how for d in thunder_ext.inplace_decisions(jfn)] == ["in place at the producer"] * 2
+
+
+def test_write_chain_is_one_write_and_intermediate_readers_see_the_intermediate():
+    def f(x, y):
+        x.add_(y)
+        z = x * 3  # reads the intermediate value
+        x.mul_(2)
+        return z, x + 0
+
+    jfn = assert_matches_eager(f, torch.randn(5), torch.randn(5))
+    assert len(writes_in(functionalized_trace(jfn))) == 1
+
+
+def test_reads_before_and_after_write():
+    def f(x, src, idx):
+        before = x.sum()
+        x.index_copy_(0, idx, src)
+        after = x.sum()
+        return before, after, x * 2
+
+    assert_matches_eager(f, torch.randn(6, 3), torch.randn(2, 3), torch.tensor([4, 1]))
+
+
+def test_reader_of_old_value_scheduled_after_computed():
+    def f(x, y):
+        c = y * 2  # computed before the read of the old x
+        old = x.sum()
+        x.copy_(c)
+        return old
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4))
+    (write,) = writes_in(functionalized_trace(jfn))
+    assert write.kwargs["after"], "the reader of the old x must be an ordering edge of the write"
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda k, new, pos: k[:1, ...].index_copy_(2, pos, new),
+        lambda k, new, pos: k[1].index_copy_(1, pos, new[0]),
+        lambda k, new, pos: k.transpose(1, 2)[:1].index_copy_(1, pos, new.transpose(1, 2)),
+        lambda k, new, pos: k.view(2, 2, -1).mul_(2),
+        lambda k, new, pos: k.narrow(2, 1, 2).mul_(3.0),
+        lambda k, new, pos: k[:, :, 1:3].add_(1.0),
+    ],
+    ids=["slice", "select", "transpose-slice", "view", "narrow", "slice-range"],
+)
+def test_writes_through_views_reach_the_base(write):
+    def f(k, new, pos):
+        out = write(k, new, pos)
+        return out * 1, k.sum(dim=(1, 3))
+
+    assert_matches_eager(f, torch.randn(2, 2, 4, 3), torch.randn(1, 2, 1, 3), torch.tensor([2]))
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x, y, m, i: x.add_(y, alpha=2),
+        lambda x, y, m, i: x.sub_(y).mul_(y).div_(2.0),
+        lambda x, y, m, i: x.masked_fill_(m, -1.0),
+        lambda x, y, m, i: x.scatter_(0, i, y),
+        lambda x, y, m, i: x.scatter_add_(0, i, y),
+        lambda x, y, m, i: x.index_put_((i,), y[: len(i)]),
+        lambda x, y, m, i: x.index_add_(0, i, y[: len(i)]),
+        lambda x, y, m, i: x.__setitem__(slice(1, 3), y[:2]),
+        lambda x, y, m, i: x.__setitem__(i, 5.0),
+        lambda x, y, m, i: x.copy_(y[0]),  # broadcasting source
+        lambda x, y, m, i: x.zero_(),
+        lambda x, y, m, i: x.lerp_(y, 0.3).addcmul_(y, y, value=0.5),
+        lambda x, y, m, i: x.clamp_(-0.5, 0.5),
+    ],
+    ids=[
+        "add_", "sub_mul_div_", "masked_fill_", "scatter_", "scatter_add_", "index_put_", "index_add_",
+        "setitem-slice", "setitem-index", "copy_-broadcast", "zero_", "lerp_addcmul_", "clamp_",
+    ],
+)
+def test_inplace_ops_match_eager(op):
+    def f(x, y, m, i):
+        r = op(x, y, m, i)
+        return x * 1 if r is None else r * 1
+
+    assert_matches_eager(f, torch.randn(6), torch.randn(6), torch.rand(6) > 0.5, torch.tensor([3, 0]))
+
+
+@pytest.mark.parametrize("alias", [lambda x: x, lambda x: x.view(-1)], ids=["same-tensor", "flat-view"])
+def test_aliased_arguments(alias):
+    def f(x, other):
+        x.add_(1.0)
+        return other * 2
+
+    x = torch.randn(3, 4)
+    assert_matches_eager(f, x, alias(x))
+
+
+def overlapping_source(x, idx):
+    # Functional index_copy reading a view of x, written into x: in place, source and target overlap.
+    x.copy_(torch.index_copy(x, 0, idx, x[:1]))
+    return x * 1
+
+
+def test_source_overlapping_target_falls_back_to_copy():
+    f = overlapping_source
+
+    jfn = assert_matches_eager(f, torch.randn(4, 2), torch.tensor([3]))
+    decisions = thunder_ext.inplace_decisions(jfn)
+    assert [d.how for d in decisions] == ["copy"]
+    assert "shares storage" in decisions[0].reason
+
+
+class Cache(torch.nn.Module):
+    def __init__(self, length=8):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(2, 2, length, 3), persistent=False)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.int64), persistent=False)
+
+    def forward(self, pos, new):
+        k = self.k[:1, ...].index_copy_(2, pos, new)
+        self.steps.add_(1)
+        return k.sum(dim=-1)
+
+
+def test_module_buffers_are_written_in_place_and_keep_their_storage():
+    eager, jitted = Cache(), Cache()
+    jm = thunder_ext.jit(jitted)
+    ptr = jitted.k.data_ptr()
+    for step in range(4):
+        pos, new = torch.tensor([step]), torch.randn(1, 2, 1, 3)
+        torch.testing.assert_close(jm(pos, new), eager(pos, new))
+        torch.testing.assert_close(jitted.k, eager.k)
+        torch.testing.assert_close(jitted.steps, eager.steps)
+    assert jitted.k.data_ptr() == ptr
+    assert all(d.how != "copy" for d in thunder_ext.inplace_decisions(jm))
+
+
+def test_strict_raises_naming_the_write_and_the_tensor():
+    x = torch.randn(4, 2)
+    before = x.clone()
+    with pytest.raises(thunder_ext.UnprovenInplaceError, match=r"copy_to_out_\(.*out=.*shares storage"):
+        thunder_ext.jit(overlapping_source, strict=True)(x, torch.tensor([3]))
+    torch.testing.assert_close(x, before)
+
+
+def test_jit_keeps_caller_executors_and_transforms():
+    from thunder.core.transforms import Transform
+
+    class Marker(Transform):
+        seen = False
+
+        def transform_traces_pre_prologue(self, pro, comp, epi, **kwargs):
+            Marker.seen = True
+            return pro, comp, epi
+
+    jfn = thunder_ext.jit(lambda x: x.add_(1), executors=["torch"], transforms=[Marker()])
+    jfn(torch.zeros(2))
+    assert Marker.seen
+    assert [ex.name for ex in thunder.compile_data(jfn).executors_list][1:3] == ["thunder_ext_inplace", "torch"]
