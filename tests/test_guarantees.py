@@ -33,6 +33,43 @@ def hoist_writes(trace):
     return thunder.executors.passes.del_last_used(new)
 
 
+def sink_reads(trace):
+    """The opposite adversary: every op but the writes runs as late as dataflow allows.
+
+    A reader of the old value then lands between the producer of ``computed`` and the write.
+    """
+    *body, ret = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
+    placed = []
+    while body:
+        consumed = {p.name for b in body for p in b.flat_proxy_args}
+        ready = [b for b in body if not consumed & {o.name for o in b.flat_proxy_outs}]
+        late = [b for b in ready if not is_copy_to_out(b)]
+        pick = (late or ready)[0]  # the earliest first: in forward order it lands last
+        body.remove(pick)
+        placed.append(pick)
+    new = thunder.core.trace.from_trace(trace)
+    new.bound_symbols = placed[::-1] + [ret]
+    return thunder.executors.passes.del_last_used(new)
+
+
+class SinkReads(Transform):
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        return sink_reads(trace)
+
+
+def test_reader_between_producer_and_write_keeps_the_write_a_copy():
+    def f(x, idx, src):
+        old = x.sum()
+        x.index_copy_(0, idx, src)
+        return old, x * 2
+
+    jfn = assert_matches_eager(f, torch.randn(5, 2), torch.tensor([1]), torch.randn(1, 2), transforms=[SinkReads()])
+    final = [b.sym.name for b in thunder.last_traces(jfn)[-1].bound_symbols]
+    assert final.index("index_copy") < final.index("sum"), "the adversary must put the read after the producer"
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how == "copy" and "`sum` uses" in decision.reason
+
+
 class HoistWrites(Transform):
     def transform_trace_post_optimization(self, trace, **kwargs):
         return hoist_writes(trace)
