@@ -66,16 +66,12 @@ class InplaceDecision:
         return f"{self.write} = copy_to_out_({self.computed}, out={self.out}): {self.how} ({self.reason})"
 
 
-def _reads(bsym: BoundSymbol) -> list[TensorProxy]:
-    return tensor_args(bsym)
-
-
 def _check_ordering(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> None:
     write = bsyms[j]
     out: TensorProxy = write.kwargs["out"]
     new = {o.name for o in tensor_outs(write)}
     for later in bsyms[j + 1 :]:
-        args = _reads(later)
+        args = tensor_args(later)
         if is_view_op(later) or is_update_aliases(later) or write_destination(later) is not None:
             # These name storage rather than read it: derived from the new value, they are new.
             if any(a.name in new for a in args):
@@ -113,7 +109,7 @@ def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases)
 
 
 def _touches(bsym: BoundSymbol, out: TensorProxy, aliases: Aliases) -> bool:
-    return any(aliases.same_storage(a, out) for a in _reads(bsym))
+    return any(aliases.same_storage(a, out) for a in tensor_args(bsym))
 
 
 def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
@@ -158,8 +154,8 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
     decisions: list[InplaceDecision] = []
     j = 0
     while j < len(bsyms):
-        if is_copy_to_out(bsyms[j]) and "out" in bsyms[j].kwargs:
-            aliases = Aliases(bsyms)
+        if is_copy_to_out(bsyms[j]):
+            aliases = Aliases(bsyms)  # anew: an earlier in-place decision made more tensors share storage
             _check_ordering(bsyms, j, aliases)
             decided, bsyms = _decide(bsyms, j, aliases)
             if strict and decided.how == "copy":
