@@ -11,14 +11,24 @@ from thunder_ext.transforms.aliasing import is_copy_to_out
 from helpers import assert_matches_eager, functionalized_trace, writes_in
 
 
+def without_dels(trace):
+    return [b for b in trace.bound_symbols if b.sym.name != "python_del"]
+
+
+def rescheduled(trace, bsyms):
+    """``trace`` with its ops in the order ``bsyms``, and ``del`` placed anew for that order."""
+    new = thunder.core.trace.from_trace(trace)
+    new.bound_symbols = bsyms
+    return thunder.executors.passes.del_last_used(new)
+
+
 def hoist_writes(trace):
     """An adversarial scheduler: a topological order that runs writes (and alias renames) as early as dataflow allows.
 
     Legal for any pass that respects dataflow, so a write's ordering edges are all that keep it
     below the readers of the value it overwrites.
     """
-    bsyms = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
-    *body, ret = bsyms
+    *body, ret = without_dels(trace)
     produced: set[str] = set()
     scheduled = []
     while body:
@@ -28,9 +38,7 @@ def hoist_writes(trace):
         body.remove(pick)
         scheduled.append(pick)
         produced.update(p.name for p in pick.flat_proxy_outs)
-    new = thunder.core.trace.from_trace(trace)
-    new.bound_symbols = scheduled + [ret]
-    return thunder.executors.passes.del_last_used(new)
+    return rescheduled(trace, scheduled + [ret])
 
 
 def sink_reads(trace):
@@ -38,7 +46,7 @@ def sink_reads(trace):
 
     A reader of the old value then lands between the producer of ``computed`` and the write.
     """
-    *body, ret = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
+    *body, ret = without_dels(trace)
     placed = []
     while body:
         consumed = {p.name for b in body for p in b.flat_proxy_args}
@@ -47,9 +55,7 @@ def sink_reads(trace):
         pick = (late or ready)[0]  # the earliest first: in forward order it lands last
         body.remove(pick)
         placed.append(pick)
-    new = thunder.core.trace.from_trace(trace)
-    new.bound_symbols = placed[::-1] + [ret]
-    return thunder.executors.passes.del_last_used(new)
+    return rescheduled(trace, placed[::-1] + [ret])
 
 
 class SinkReads(Transform):

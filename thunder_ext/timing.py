@@ -1,4 +1,4 @@
-"""Median wall time of a callable, shared by the demo and the benchmarks."""
+"""Median wall time of a callable, for the benchmarks (the demo times its decode steps one by one)."""
 
 from __future__ import annotations
 

@@ -38,6 +38,7 @@ from thunder_ext.transforms.aliasing import (
     is_view_op,
     tensor_args,
     tensor_outs,
+    thunder_inplace_write,
     write_destination,
 )
 
@@ -68,15 +69,16 @@ class InplaceDecision:
 
 def _check_ordering(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> None:
     write = bsyms[j]
-    out: TensorProxy = write.kwargs["out"]
+    _, out = thunder_inplace_write(write)
     new = {o.name for o in tensor_outs(write)}
     for later in bsyms[j + 1 :]:
         args = tensor_args(later)
-        if is_view_op(later) or is_update_aliases(later) or write_destination(later) is not None:
+        writes = write_destination(later) is not None
+        if is_view_op(later) or is_update_aliases(later) or writes:
             # These name storage rather than read it: derived from the new value, they are new.
             if any(a.name in new for a in args):
                 new.update(o.name for o in tensor_outs(later))
-            if write_destination(later) is None:
+            if not writes:
                 continue
         if later.sym.id == PrimIDs.RETURN:
             continue  # returning an alias hands over the tensor, it reads nothing
@@ -122,7 +124,7 @@ def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: 
 
 def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[InplaceDecision, list[BoundSymbol]]:
     write = bsyms[j]
-    computed, out, result = write.args[0], write.kwargs["out"], write.output
+    (computed, out), result = thunder_inplace_write(write), write.output
 
     def decision(how: How, reason: str) -> InplaceDecision:
         return InplaceDecision(result.name, computed.name, out.name, how, reason)
