@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import thunder
+from thunder import jit as thunder_jit  # bound at import, so replacing ``thunder.jit`` by ours cannot recurse
 from thunder.core.transforms import Transform
 from thunder.extend import Executor
 
@@ -29,7 +30,7 @@ def jit(
     ``strict=True`` raises instead of falling back to a copy for a write it cannot prove.
     """
     executors = thunder.get_default_executors() if executors is None else executors
-    return thunder.jit(
+    return thunder_jit(
         fn,
         executors=[inplace_ex, *executors],
         transforms=[*(transforms or ()), InplaceTransform(strict=strict)],
