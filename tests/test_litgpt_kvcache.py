@@ -1,5 +1,10 @@
-"""litgpt's KV cache under thunder_ext.jit: the variants of thunder's own kv-cache test, prefill then decode."""
+"""litgpt's KV cache under thunder_ext.jit, step by step against eager litgpt on the same weights.
 
+Every step compares the logits and every cache buffer with eager, checks that no buffer moved to new
+storage, and that every cache write ran in place (none fell back to a copy).
+"""
+
+import contextlib
 import copy
 
 import pytest
@@ -8,55 +13,143 @@ from torch.testing import assert_close
 
 import thunder_ext
 
-litgpt_model = pytest.importorskip("litgpt.model", reason="litgpt is not installed (pip install '.[test]')")
-from thunder.tests.litgpt_model import Config  # noqa: E402  (thunder ships litgpt's test configs)
+litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402  (thunder's kv-cache test configs)
 
-VARIANTS = ["llama1-like", "long-context-like", "llama2-like", "codellama2-like", "gpt-neox-like"]
+THUNDER_VARIANTS = ["llama1-like", "long-context-like", "llama2-like", "codellama2-like", "gpt-neox-like"]
+VOCAB = 96
 
 
-def make_model(name: str, max_seq_length: int = 8) -> torch.nn.Module:
-    torch.manual_seed(0)
-    model = litgpt_model.GPT(Config.from_name(name))
-    model.max_seq_length = max_seq_length
+def small_llama(**overrides) -> litgpt.GPT:
+    """A llama-style litgpt model small enough for CPU tests."""
+    config = dict(
+        block_size=64, vocab_size=VOCAB, padded_vocab_size=VOCAB, n_layer=2, n_head=8, n_embd=64,
+        n_query_groups=8, rotary_percentage=1.0, parallel_residual=False, bias=False,
+        norm_class_name="RMSNorm", mlp_class_name="LLaMAMLP", intermediate_size=128,
+    )  # fmt: skip
+    return frozen(litgpt.GPT(litgpt.Config(**{**config, **overrides})))
+
+
+def frozen(model: torch.nn.Module) -> torch.nn.Module:
     model.requires_grad_(False)
     return model.eval()
 
 
-def caches(model):
+def caches(model) -> list[torch.Tensor]:
     return [t for block in model.transformer.h for t in (block.attn.kv_cache.k, block.attn.kv_cache.v)]
 
 
-@pytest.mark.parametrize("name", VARIANTS)
-def test_prefill_then_decode_matches_eager(name):
-    eager = make_model(name)
-    jitted = copy.deepcopy(eager)
-    prompt = torch.randint(0, 200, (1, 3))
+class Pair:
+    """An eager litgpt model and a thunder_ext-jitted deep copy, stepped together and compared each step."""
 
-    # Reference without any cache: full forward passes over the growing sequence.
+    def __init__(self, model: torch.nn.Module, *, context=contextlib.nullcontext, **tolerance):
+        self.eager, self.copy = model, copy.deepcopy(model)
+        self.jitted = thunder_ext.jit(self.copy)
+        self.context, self.tolerance = context, tolerance
+
+    def set_kv_cache(self, **kwargs) -> None:
+        self.eager.set_kv_cache(**kwargs)
+        self.copy.set_kv_cache(**kwargs)
+        self.pointers = [t.data_ptr() for t in caches(self.copy)]
+
+    def step(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        with self.context():
+            got, want = self.jitted(x, input_pos), self.eager(x, input_pos)
+        assert_close(got, want, **self.tolerance)
+        for i, (a, b) in enumerate(zip(caches(self.copy), caches(self.eager))):
+            assert_close(a, b, **self.tolerance, msg=lambda m: f"cache buffer {i} differs from eager: {m}")
+        assert [t.data_ptr() for t in caches(self.copy)] == self.pointers, "a cache buffer moved to new storage"
+        copies = [str(d) for d in thunder_ext.inplace_decisions(self.jitted) if d.how == "copy"]
+        assert not copies, copies
+        return want
+
+    def greedy(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+        """Prefill ``prompt``, then decode: ``steps`` calls, each giving one token; returns all tokens."""
+        tokens, x, pos = prompt, prompt, torch.arange(prompt.shape[1])
+        for _ in range(steps):
+            x = self.step(x, pos)[:, -1].argmax(-1, keepdim=True)
+            tokens, pos = torch.cat((tokens, x), dim=1), pos[-1:] + 1
+        return tokens
+
+
+def greedy_without_cache(model: torch.nn.Module, prompt: torch.Tensor, steps: int) -> torch.Tensor:
     tokens = prompt
-    reference = []
+    for _ in range(steps):
+        nxt = model(tokens)[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat((tokens, nxt), dim=1)
+    return tokens
+
+
+def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cache():
+    torch.manual_seed(0)
+    pair = Pair(small_llama(n_query_groups=2))
+    prompt = torch.randint(0, VOCAB, (1, 5))
+    expected = greedy_without_cache(pair.eager, prompt, 20)  # before any cache exists
+
+    pair.set_kv_cache(batch_size=1, max_seq_length=32)
+    assert torch.equal(pair.greedy(prompt, 20), expected)
+
+
+@pytest.mark.parametrize("n_query_groups", [1, 2, 4, 8])
+def test_grouped_query_attention(n_query_groups):
+    torch.manual_seed(0)
+    pair = Pair(small_llama(n_query_groups=n_query_groups))
+    pair.set_kv_cache(batch_size=1, max_seq_length=16)
+    pair.greedy(torch.randint(0, VOCAB, (1, 4)), 3)
+    assert pair.copy.transformer.h[0].attn.kv_cache.k.shape[1] == n_query_groups
+
+
+def test_batch_of_three_with_a_row_of_positions_per_sequence():
+    # A 2-D input_pos makes litgpt write each row with its own `t[i].index_copy_`.
+    torch.manual_seed(0)
+    pair = Pair(small_llama(n_query_groups=4))
+    pair.set_kv_cache(batch_size=3, max_seq_length=16)
+    logits = pair.step(torch.randint(0, VOCAB, (3, 4)), torch.arange(4).expand(3, 4).contiguous())
+    positions = torch.tensor([[4], [7], [5]])  # the sequences have drifted apart
     for _ in range(3):
-        logits = eager(tokens)
-        reference.append(logits[:, -1])
-        tokens = torch.cat((tokens, logits[:, -1].argmax(-1, keepdim=True)), dim=-1)
+        logits = pair.step(logits[:, -1].argmax(-1, keepdim=True), positions)
+        positions = positions + 1
+    assert len(thunder_ext.inplace_decisions(pair.jitted)) == 2 * 2 * 3  # layers x (k, v) x rows
 
-    eager.set_kv_cache(batch_size=1)
-    jitted.set_kv_cache(batch_size=1)
-    jm = thunder_ext.jit(jitted)
-    pointers = [t.data_ptr() for t in caches(jitted)]
 
-    pos = torch.arange(prompt.shape[1])
-    x = prompt
-    for step in range(3):
-        got, want = jm(x, pos), eager(x, pos)
-        assert_close(got, want)
-        assert_close(got[:, -1], reference[step], rtol=1e-4, atol=1e-4)
-        for a, b in zip(caches(jitted), caches(eager)):
-            assert_close(a, b)
-        x = got[:, -1].argmax(-1, keepdim=True)
-        pos = pos[-1:] + 1
+def test_sliding_window_writes_a_circular_cache():
+    # litgpt writes at input_pos % max_cache_len: 12 steps wrap a 4-slot cache three times.
+    torch.manual_seed(0)
+    pair = Pair(small_llama(sliding_window_size=4, sliding_window_indices=[1, 1]))
+    pair.set_kv_cache(batch_size=1, max_seq_length=32)
+    assert pair.copy.transformer.h[0].attn.kv_cache.k.shape[2] == 4
+    pair.greedy(torch.randint(0, VOCAB, (1, 3)), 13)
 
-    assert [t.data_ptr() for t in caches(jitted)] == pointers
-    decisions = thunder_ext.inplace_decisions(jm)
-    assert len(decisions) == 2 * len(jitted.transformer.h)
-    assert all(d.how != "copy" for d in decisions), [str(d) for d in decisions]
+
+def test_bfloat16_autocast():
+    torch.manual_seed(0)
+    autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    pair = Pair(small_llama(), context=autocast)
+    # The cache is allocated in the autocast dtype: see docs/known_limits.md for a float32 cache.
+    pair.set_kv_cache(batch_size=1, max_seq_length=16, dtype=torch.bfloat16)
+    pair.greedy(torch.randint(0, VOCAB, (1, 4)), 4)
+    assert all(t.dtype == torch.bfloat16 for t in caches(pair.copy))
+
+
+def test_set_kv_cache_again_between_generations():
+    torch.manual_seed(0)
+    pair = Pair(small_llama())
+    first_buffers = []
+    for batch_size in (1, 1, 2):
+        pair.set_kv_cache(batch_size=batch_size, max_seq_length=16)
+        first_buffers.append(caches(pair.copy)[0])
+        pair.greedy(torch.randint(0, VOCAB, (batch_size, 4)), 3)
+    assert first_buffers[0] is not first_buffers[1], "set_kv_cache must give new buffers"
+
+
+@pytest.mark.parametrize("name", THUNDER_VARIANTS)
+def test_thunder_kvcache_variants_prefill_then_decode(name):
+    torch.manual_seed(0)
+    model = litgpt.model.GPT(ThunderTestConfig.from_name(name))
+    model.max_seq_length = 8
+    pair = Pair(frozen(model), rtol=1e-4, atol=1e-4)
+    prompt = torch.randint(0, 200, (1, 3))
+    expected = greedy_without_cache(pair.eager, prompt, 3)
+    pair.set_kv_cache(batch_size=1)
+    assert torch.equal(pair.greedy(prompt, 3), expected)
+    assert len(thunder_ext.inplace_decisions(pair.jitted)) == 2 * len(pair.copy.transformer.h)

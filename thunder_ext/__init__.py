@@ -6,6 +6,7 @@
 - ``jit``: ``thunder.jit`` with all of the above.
 """
 
+import thunder_ext.thunder_gaps  # noqa: F401  (registers what thunder 0.2.6 lacks; see the module)
 from thunder_ext.executors import inplace_ex
 from thunder_ext.jit import inplace_decisions, jit
 from thunder_ext.primitive import CopyToOutError, copy_to_out_
