@@ -63,8 +63,14 @@ _BASE_UPDATES: dict[str, Callable[..., object]] = {
     "copy_with_setitem_impl": operator.setitem,
 }
 _ELEMENTWISE = (
-    "abs add addcdiv addcmul clamp div exp lerp maximum minimum mul neg pow rsqrt sqrt sub tanh true_divide where"
+    "abs add addcdiv addcmul clamp div exp lerp maximum minimum mul neg pow rsqrt sqrt sub tanh true_divide"
 ).split()
+
+
+def _where(condition: torch.Tensor, a, b, *, out: torch.Tensor) -> torch.Tensor:
+    # torch.where takes numbers (relu is where(x > 0, x, 0)), but not together with out=
+    a, b = (v if isinstance(v, torch.Tensor) else torch.scalar_tensor(v, dtype=out.dtype, device=out.device) for v in (a, b))
+    return torch.where(condition, a, b, out=out)
 
 
 def _fused_meta(*args, out: TensorProxy, **kwargs) -> TensorProxy:
@@ -77,3 +83,4 @@ def _register(name: str, run: Callable[..., torch.Tensor]):
 
 BASE_UPDATE_OPS = {name: _register(name, _base_update(update)) for name, update in _BASE_UPDATES.items()}
 ELEMENTWISE_OPS = {name: _register(name, _elementwise(getattr(torch, name))) for name in _ELEMENTWISE}
+ELEMENTWISE_OPS["where"] = _register("where", _where)

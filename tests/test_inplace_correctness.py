@@ -176,3 +176,13 @@ def test_jit_keeps_caller_executors_and_transforms():
     jfn(torch.zeros(2))
     assert Marker.seen
     assert [ex.name for ex in thunder.compile_data(jfn).executors_list][1:3] == ["thunder_ext_inplace", "torch"]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: torch.nn.functional.relu(x, inplace=True), lambda x: torch.nn.functional.threshold_(x, 0.1, 20.0)],
+    ids=["relu_", "threshold_"],
+)
+def test_inplace_activation_whose_where_takes_a_number(fn):
+    # relu is where(x > 0, x, 0): the in-place form must accept the number (torch.where(..., out=) does not)
+    assert_matches_eager(fn, torch.randn(4, 3))
