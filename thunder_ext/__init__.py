@@ -11,6 +11,7 @@ from thunder_ext.executors import inplace_ex
 from thunder_ext.jit import inplace_decisions, jit
 from thunder_ext.primitive import CopyToOutError, copy_to_out_
 from thunder_ext.transforms import (
+    AliasedArgumentsError,
     InplaceDecision,
     InplaceOrderingError,
     InplaceTransform,
@@ -18,6 +19,7 @@ from thunder_ext.transforms import (
 )
 
 __all__ = [
+    "AliasedArgumentsError",
     "CopyToOutError",
     "InplaceDecision",
     "InplaceOrderingError",

@@ -1,5 +1,7 @@
-"""Passes over thunder traces: write functionalization, the aliasing checker, and the Transform wiring them."""
+"""Passes over thunder traces: write functionalization, the aliasing checker, the aliased-arguments guard, and
+the Transform wiring them."""
 
+from thunder_ext.transforms.aliased_arguments import AliasedArgumentsError, refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.prove_inplace import (
     InplaceDecision,
@@ -10,10 +12,12 @@ from thunder_ext.transforms.prove_inplace import (
 from thunder_ext.transforms.transform import InplaceTransform
 
 __all__ = [
+    "AliasedArgumentsError",
     "InplaceDecision",
     "InplaceOrderingError",
     "InplaceTransform",
     "UnprovenInplaceError",
     "functionalize_writes",
     "prove_inplace_writes",
+    "refuse_unrepresentable_aliased_arguments",
 ]

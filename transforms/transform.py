@@ -5,12 +5,15 @@ from __future__ import annotations
 from thunder.core.trace import TraceCtx
 from thunder.core.transforms import Transform
 
+from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.prove_inplace import InplaceDecision, prove_inplace_writes
 
 
 class InplaceTransform(Transform):
     """Functionalize in-place writes before execution planning; prove them in place after it.
+
+    Also guards the prologue against aliased arguments that thunder would silently compute wrong.
 
     Needs ``thunder_ext.executors.inplace_ex`` among the executors (``thunder_ext.jit`` adds it).
     ``strict=True`` raises ``UnprovenInplaceError`` for any write that would fall back to a copy.
@@ -21,6 +24,7 @@ class InplaceTransform(Transform):
         self.last_decisions: list[InplaceDecision] = []
 
     def transform_traces_pre_prologue(self, prologue_trace, computation_trace, epilogue_trace, **kwargs):
+        prologue_trace = refuse_unrepresentable_aliased_arguments(prologue_trace, computation_trace)
         return prologue_trace, functionalize_writes(computation_trace), epilogue_trace
 
     def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs) -> TraceCtx:
