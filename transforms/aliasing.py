@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import thunder.torch as ltorch
+from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol, Symbol
@@ -43,6 +44,12 @@ WRITE_OUT_KWARG = "out"
 
 def tensor_args(bsym: BoundSymbol) -> list[TensorProxy]:
     return [p for p in bsym.flat_proxy_args if isinstance(p, TensorProxy)]
+
+
+def data_args(bsym: BoundSymbol) -> list[TensorProxy]:
+    """The tensors ``bsym`` reads: a write's ``after`` only orders it, it reads nothing of them."""
+    ordering_only = {p.name for p in bsym.kwargs.get("after", ())} if is_copy_to_out(bsym) else set()
+    return [t for t in tensor_args(bsym) if t.name not in ordering_only]
 
 
 def tensor_outs(bsym: BoundSymbol) -> list[TensorProxy]:
@@ -91,6 +98,12 @@ def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] 
         copy = bsym.subsymbols[-1]
         return copy.args[0], copy.args[1]
     return None
+
+
+def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` may raise when it runs: it takes an integer tensor, i.e. indices that may be out
+    of range (shapes and dtypes are checked while tracing). Over-approximates: integer arithmetic counts."""
+    return any(dtypes.is_exact_dtype(t.dtype) and not dtypes.is_boolean_dtype(t.dtype) for t in tensor_args(bsym))
 
 
 def write_destination(bsym: BoundSymbol) -> TensorProxy | None:

@@ -16,7 +16,10 @@ From that rule follow the guarantees this pass owns (tests/test_functionalize.py
 2. *Readers of the old value run before the write.* ``after`` holds the result of every op that
    read the target's storage since its last write, except those ``computed`` already depends on.
    It is a dataflow edge: no pass that respects dataflow can move the write above such a reader.
-3. *Readers of the new value run after the write.* They read ``computed`` (which the write
+3. *A failure leaves targets as eager leaves them.* ``after`` also holds the result of every op
+   before the in-place op, in program order, that may fail at runtime (``may_fail_at_runtime``:
+   an index out of range), so such a failure always comes before the write.
+4. *Readers of the new value run after the write.* They read ``computed`` (which the write
    consumes) or, once the write is emitted, its result; reads through other aliases go through
    thunder's ``update_aliases``, which now consumes the write's result.
 
@@ -41,6 +44,7 @@ from thunder_ext.transforms.aliasing import (
     is_copy_to_out,
     is_update_aliases,
     is_view_op,
+    may_fail_at_runtime,
     tensor_args,
     thunder_inplace_write,
 )
@@ -50,6 +54,7 @@ from thunder_ext.transforms.aliasing import (
 class _PendingWrite:
     target: TensorProxy
     computed: TensorProxy
+    follows: list[Proxy]  # results of the ops before it that may fail at runtime
 
 
 @dataclass
@@ -63,6 +68,7 @@ class _Functionalizer:
     pending: dict[str, _PendingWrite] = field(default_factory=dict)  # storage key -> write
     readers: dict[str, list[Proxy]] = field(default_factory=dict)  # storage key -> reader results
     producer: dict[str, BoundSymbol] = field(default_factory=dict)
+    may_fail: list[Proxy] = field(default_factory=list)  # results of ops that may fail at runtime, so far
 
     def resolve(self, p: Proxy) -> Proxy:
         while p.name in self.renamed:
@@ -85,6 +91,8 @@ class _Functionalizer:
         self.out.append(bsym)
         for o in bsym.flat_proxy_outs:
             self.producer[o.name] = bsym
+        if may_fail_at_runtime(bsym):
+            self.may_fail.extend(bsym.flat_proxy_outs)
 
     def ancestors(self, p: Proxy) -> set[str]:
         seen, stack = set(), [p.name]
@@ -99,7 +107,8 @@ class _Functionalizer:
     def flush(self, key: str) -> TensorProxy:
         write = self.pending.pop(key)
         before = self.ancestors(write.computed) | {write.computed.name}
-        after = tuple(r for r in self.readers.pop(key, []) if r.name not in before)
+        after = {r.name: r for r in [*self.readers.pop(key, []), *write.follows] if r.name not in before}
+        after = tuple(after.values())
         with tracectx(self.trace):
             result = TensorProxy(like=write.target)
         # The target is named as it was when written: later names of it denote the new value.
@@ -134,10 +143,11 @@ class _Functionalizer:
         key = self.pending_write_of(target)
         if key is not None:  # a chain: the pending value is overwritten before anything observed it
             self.pending[key].computed = computed
+            self.pending[key].follows = list(self.may_fail)
         else:
             key = self.storage(target)
             self.observe(key)
-            self.pending[key] = _PendingWrite(target, computed)
+            self.pending[key] = _PendingWrite(target, computed, list(self.may_fail))
         new_value = self.flush(key) if self._is_storage_backed(computed) else computed
         # Later reads of the target by its old name (only a direct copy_to_out_ leaves any) see the new value.
         for o in [*bsym.flat_proxy_outs, target]:

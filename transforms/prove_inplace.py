@@ -11,8 +11,9 @@ for the order that will run. For each write ``w = copy_to_out_(c, out=o)`` it ch
    ``p``'s base argument is ``o`` itself or shares no storage with ``o``, and no other argument
    shares storage with ``o``. Then either
    - ``c`` is consumed by nothing but the write: ``p`` moves down to the write, or
-   - nothing between ``p`` and the write reads or writes ``o``'s storage: the write moves up to
-     ``p`` and readers of ``c`` there read ``o``, which already holds ``c``.
+   - nothing between ``p`` and the write reads or writes ``o``'s storage, or is among the ops the
+     write must follow (its ``after``): the write moves up to ``p`` and readers of ``c`` there read
+     ``o``, which already holds ``c``.
 
 What cannot be proved stays ``out.copy_(computed)`` (correct, one extra buffer and copy) and is
 reported in an ``InplaceDecision``; with ``strict=True`` it raises ``UnprovenInplaceError`` instead.
@@ -33,6 +34,7 @@ from thunder.executors.torchex import ex as torch_ex
 from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS
 from thunder_ext.transforms.aliasing import (
     Aliases,
+    data_args,
     is_copy_to_out,
     is_update_aliases,
     is_view_op,
@@ -72,7 +74,7 @@ def _check_ordering(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> None:
     _, out = thunder_inplace_write(write)
     new = {o.name for o in tensor_outs(write)}
     for later in bsyms[j + 1 :]:
-        args = tensor_args(later)
+        args = data_args(later)
         writes = write_destination(later) is not None
         if is_view_op(later) or is_update_aliases(later) or writes:
             # These name storage rather than read it: derived from the new value, they are new.
@@ -111,7 +113,7 @@ def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases)
 
 
 def _touches(bsym: BoundSymbol, out: TensorProxy, aliases: Aliases) -> bool:
-    return any(aliases.same_storage(a, out) for a in tensor_args(bsym))
+    return any(aliases.same_storage(a, out) for a in data_args(bsym))
 
 
 def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
@@ -142,6 +144,9 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
         return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
     if blocker := next((b for b in bsyms[i + 1 : j] if b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)), None):
         return decision("copy", f"`{blocker.sym.name}` uses `{out.name}` between the producer and the write"), bsyms
+    follows = {a.name for a in write.kwargs.get("after", ())}
+    if blocker := next((b for b in bsyms[i + 1 : j] if follows & {o.name for o in b.flat_proxy_outs}), None):
+        return decision("copy", f"the write must follow `{blocker.sym.name}`, which runs after the producer"), bsyms
     fused = _fused(producer, out, computed, write)
     swap = {variableify(result): computed}
     later = [b.from_bsym_swap_proxies(swap, skip_output=True) for b in bsyms[j + 1 :]]
