@@ -1,0 +1,32 @@
+"""thunder's own in-place suites, run with thunder.jit replaced by thunder_ext.jit (the ``--thunder-ext``
+pytest option of ``thunder_ext.pytest_plugin``); see docs/thunder_suites.md for the command and results."""
+
+import subprocess
+import sys
+
+import pytest
+
+SUITES = {
+    "test_inplace_copy": ["thunder.tests.test_inplace_copy"],
+    "test_update_aliases": ["thunder.tests.test_update_aliases"],
+    "litgpt_variants_kvcache": ["thunder.tests.test_jit_general", "-k", "litgpt_variants_kvcache"],
+}
+
+
+@pytest.mark.parametrize("suite", SUITES)
+def test_thunder_suite_passes_under_the_extension(suite, tmp_path):
+    # run from an empty folder: this project's pytest settings must not apply to thunder's tests
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--thunder-ext", "--pyargs"]
+    run = subprocess.run([*command, *SUITES[suite]], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout.splitlines()[-1], run.stdout[-2000:]
+
+
+def test_the_option_replaces_thunder_jit_and_only_with_it(pytester):
+    pytester.makepyfile(
+        "import thunder, thunder_ext\n"
+        "def test_jit_is_replaced():\n"
+        "    assert thunder.jit is thunder_ext.jit\n"
+    )
+    pytester.runpytest_inprocess("--thunder-ext").assert_outcomes(passed=1)
+    pytester.runpytest_inprocess().assert_outcomes(failed=1)

@@ -1,0 +1,51 @@
+"""pytest plugin: ``--thunder-ext`` runs any test suite, thunder's own included, under ``thunder_ext.jit``.
+
+Installed as the ``thunder_ext`` pytest11 entry point, so every pytest run in this environment loads it;
+without the option it does nothing, and it imports thunder only when the option is given.
+
+    cd /tmp && python -m pytest -p no:cacheprovider --thunder-ext --pyargs thunder.tests.test_update_aliases
+
+Routes by which thunder's suites reach the jit, all covered by replacing the attribute ``thunder.jit``
+in ``pytest_configure``, which runs before any test module is imported:
+- ``thunder.jit(...)`` in the tests and in ``thunder.tests.framework`` (``TestExecutor.make_callable``);
+- ``thunder_jit = partial(thunder.jit, ...)`` at the top of ``test_jit_general``: bound at import, i.e.
+  after ``pytest_configure``;
+- ``from thunder import jit`` inside functions (``thunderfx``'s ``ThunderCompiler``, ``add_transform``,
+  recipes) and ``thunder.grad``'s global ``jit``: all looked up at call time.
+No module of thunder binds ``jit`` by name at import (``thunder.functional`` does not exist in 0.2.6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+OPTION = "--thunder-ext"
+_ORIGINAL_JIT = pytest.StashKey[Callable]()
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        OPTION,
+        action="store_true",
+        default=False,
+        help="replace thunder.jit with thunder_ext.jit (functionalized in-place writes run in place)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption(OPTION):
+        return
+    import thunder
+
+    import thunder_ext  # its jit binds the original thunder.jit at import, so the swap cannot recurse
+
+    config.stash[_ORIGINAL_JIT] = thunder.jit
+    thunder.jit = thunder_ext.jit
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if (original := config.stash.get(_ORIGINAL_JIT, None)) is not None:
+        import thunder
+
+        thunder.jit = original
