@@ -1,7 +1,18 @@
-"""Bad input gets a clear error, raised before anything is written: every input stays as it was."""
+"""Bad input: one test per row of the table in docs/bad_input.md.
+
+Each case must raise the listed error, and leave every input as eager PyTorch leaves it: untouched
+where eager fails at the same statement or accepts the input (aliased arguments), and with earlier
+writes done where eager fails only after them.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
+from torch.testing import assert_close
 
 import thunder_ext
 from helpers import clone_args
@@ -12,32 +23,116 @@ def kv_write(k, pos, new):
     return k.sum()
 
 
-@pytest.mark.parametrize(
-    "pos, new, error, message",
-    [
-        (torch.tensor([1]), torch.randn(1, 2, 1, 5), RuntimeError, r"dimensions of a .* and value"),  # wrong head_dim
-        (torch.tensor([1]), torch.randn(1, 2, 1, 3, dtype=torch.float64), RuntimeError, r"dtype"),
-        (torch.tensor([1.0]), torch.randn(1, 2, 1, 3), RuntimeError, r"index"),  # float positions
-        (torch.tensor([100]), torch.randn(1, 2, 1, 3), (IndexError, RuntimeError), r"index"),  # out of range
-    ],
-    ids=["shape", "dtype", "index-dtype", "out-of-range"],
-)
-def test_bad_kv_write_raises_and_leaves_the_cache_untouched(pos, new, error, message):
-    k = torch.randn(1, 2, 4, 3)
-    (before,) = clone_args([k])
-    with pytest.raises(error, match=message):
-        thunder_ext.jit(kv_write)(k, pos, new)
-    torch.testing.assert_close(k, before)
+def kv_write_next(k, pos, new):
+    k.index_copy_(2, (pos + 1).long(), new)  # an int8 position wraps from 127 to -128
+    return k.sum()
 
 
-def test_inplace_write_to_leaf_requiring_grad_is_refused_like_eager():
-    def f(w):
-        w.add_(1.0)
-        return w
+def add_to_leaf(w):
+    w.add_(1.0)
+    return w
 
-    w = torch.ones(3, requires_grad=True)
-    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
-        f(w)
-    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
-        thunder_ext.jit(f)(w)
-    torch.testing.assert_close(w.detach(), torch.ones(3))
+
+def write_first_then_read(a, b):
+    a.add_(1.0)
+    return b * 2
+
+
+def write_ignoring_second(a, unused, b):
+    a.add_(b)
+    return a.sum()
+
+
+def write_then_bad_index(x, y, pos, src):
+    x.add_(1.0)
+    y.index_copy_(0, pos, src)
+    return x.sum()
+
+
+def bad_index_then_write(x, y, pos, src):
+    y.index_copy_(0, pos, src)
+    x.add_(1.0)
+    return x.sum()
+
+
+def direct_copy_to_out(a, b):
+    thunder_ext.copy_to_out_(a, out=b)
+    return b
+
+
+def cache():
+    return torch.randn(1, 2, 4, 3)
+
+
+def token(**kw):
+    return torch.randn(1, 2, 1, 3, **kw)
+
+
+@dataclass
+class Case:
+    id: str
+    fn: Callable
+    make_args: Callable[[], list]
+    error: type[BaseException] | tuple[type[BaseException], ...]
+    match: str
+
+
+def _transposed(x):
+    return [x, x.t()]
+
+
+CASES = [
+    Case("shape", kv_write, lambda: [cache(), torch.tensor([1]), torch.randn(1, 2, 1, 5)], RuntimeError,
+         r"dimensions of a .* and value"),
+    Case("dtype", kv_write, lambda: [cache(), torch.tensor([1]), token(dtype=torch.float64)], RuntimeError, r"dtype"),
+    Case("device", direct_copy_to_out, lambda: [torch.randn(3), torch.empty(3, device="meta")],
+         thunder_ext.CopyToOutError, r"copy_to_out_: cannot write `\w+` into `\w+`: device .*cpu.* vs .*meta"),
+    Case("copy-to-out-shape", direct_copy_to_out, lambda: [torch.randn(3), torch.empty(4)],
+         thunder_ext.CopyToOutError, r"copy_to_out_: cannot write `\w+` into `\w+`: shape \(3,\) vs \(4,\)"),
+    Case("float-positions", kv_write, lambda: [cache(), torch.tensor([1.0]), token()], RuntimeError, r"index"),
+    Case("int32-positions", kv_write, lambda: [cache(), torch.tensor([1], dtype=torch.int32), token()], RuntimeError,
+         r"Expected a long tensor for index"),
+    Case("out-of-range", kv_write, lambda: [cache(), torch.tensor([100]), token()], IndexError,
+         r"index 100 is out of bounds"),
+    Case("negative-position", kv_write, lambda: [cache(), torch.tensor([-1]), token()], IndexError,
+         r"index -1 is out of bounds"),
+    Case("position-overflow", kv_write_next, lambda: [cache(), torch.tensor([127], dtype=torch.int8), token()],
+         IndexError, r"index -128 is out of bounds"),
+    Case("huge-position", kv_write, lambda: [cache(), torch.tensor([2**40]), token()], IndexError, r"out of bounds"),
+    Case("leaf-requires-grad", add_to_leaf, lambda: [torch.ones(3, requires_grad=True)], RuntimeError,
+         r"leaf Variable that requires grad"),
+    Case("aliased-transposed-view", write_first_then_read, lambda: _transposed(torch.randn(3, 2)),
+         thunder_ext.AliasedArgumentsError, r"arguments 0 and 1 .* share storage as different views"),
+    Case("aliased-overlapping-slices", write_first_then_read, lambda: (lambda x: [x[0:2], x[1:3]])(torch.randn(4, 2)),
+         thunder_ext.AliasedArgumentsError, r"share storage as different views"),
+    Case("aliased-view-of-other-size", write_first_then_read, lambda: (lambda x: [x, x[1]])(torch.randn(3, 2)),
+         RuntimeError, r"Attempting to reshape"),
+    Case("aliased-unused-duplicate", write_ignoring_second, lambda: (lambda x: [x, x, torch.randn(2)])(torch.randn(2)),
+         thunder_ext.AliasedArgumentsError, r"argument 0 is passed again as argument 1"),
+    Case("bad-index-before-a-write", bad_index_then_write,
+         lambda: [torch.zeros(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
+    Case("bad-index-after-a-write", write_then_bad_index,
+         lambda: [torch.zeros(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_raises_and_leaves_inputs_as_eager_does(case: Case):
+    args = case.make_args()
+    before, eager_args = clone_args(args), clone_args(args)
+    try:
+        case.fn(*eager_args)
+        expected = before  # eager accepts it: the refusal must not have written anything
+    except Exception:
+        expected = eager_args
+    with pytest.raises(case.error, match=case.match):
+        thunder_ext.jit(case.fn)(*args)
+    for i, (a, e) in enumerate(zip(args, expected)):
+        if a.device.type != "meta":
+            assert_close(a.detach(), e.detach(), msg=lambda m: f"argument {i} differs from eager after the error: {m}")
+
+
+def test_the_docs_table_lists_exactly_these_cases():
+    table = (Path(__file__).parents[1] / "docs" / "bad_input.md").read_text()
+    documented = re.findall(r"^\| `([\w-]+)` \|", table, flags=re.M)
+    assert documented == [c.id for c in CASES]
