@@ -32,6 +32,19 @@ def test_write_chain_is_one_write_and_intermediate_readers_see_the_intermediate(
     assert len(writes_in(functionalized_trace(jfn))) == 1
 
 
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: (x.zero_(), x.unsqueeze(0).fill_(-2.0)),  # a write through a view of a pending value
+        lambda x: (x.add_(1), v := x.view(-1), x.mul_(2), v)[-1],  # a view taken between writes sees both
+    ],
+    ids=["write-through-view-of-pending-value", "view-between-chained-writes"],
+)
+def test_views_of_a_pending_write_alias_the_target_not_the_value(f):
+    # found by the fuzzer: views of a written-but-not-yet-stored value were views of the intermediate
+    assert_matches_eager(f, torch.randn(3))
+
+
 def test_reads_before_and_after_write():
     def f(x, src, idx):
         before = x.sum()

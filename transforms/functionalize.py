@@ -123,14 +123,25 @@ class _Functionalizer:
             self.renamed[computed.name] = self.flush(key)
 
     def read(self, bsym: BoundSymbol) -> None:
-        """Flush writes whose storage ``bsym`` observes; note it as a reader of the old values."""
+        """Flush writes whose storage ``bsym`` observes; note it as a reader of the old values.
+
+        Reading a pending value observes no storage, but a view of it does: a view aliases the target's
+        storage, so its write lands first and the view is taken of the written tensor, which later
+        writes through the view must reach.
+        """
+        view = is_view_op(bsym)
         keys = []
         for t in map(self.resolve, tensor_args(bsym)):
-            if self.pending_write_of(t) is None and (key := self.storage(t)) not in keys:
+            key = self.pending_write_of(t)
+            if key is None:
+                key = self.storage(t)
+            elif not view:
+                continue
+            if key not in keys:
                 keys.append(key)
         for key in keys:
             self.observe(key)
-        if not is_view_op(bsym):
+        if not view:
             for key in keys:
                 self.readers.setdefault(key, []).extend(bsym.flat_proxy_outs)
 
