@@ -116,6 +116,18 @@ def _touches(bsym: BoundSymbol, out: TensorProxy, aliases: Aliases) -> bool:
     return any(aliases.same_storage(a, out) for a in data_args(bsym))
 
 
+def _first_overwrite_of_inputs(producer: BoundSymbol, between: list[BoundSymbol], aliases: Aliases) -> BoundSymbol | None:
+    """The first op of ``between`` that writes storage ``producer`` reads: ``producer`` cannot move below it.
+
+    Storage, not ``after`` edges, decides: a write fused into its producer keeps no ``after``.
+    """
+    reads = data_args(producer)
+    for b in between:
+        if (written := write_destination(b)) is not None and any(aliases.same_storage(written, a) for a in reads):
+            return b
+    return None
+
+
 def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
     op = (BASE_UPDATE_OPS | ELEMENTWISE_OPS)[producer.sym.name]
     fused = op.bind(*producer.args, **producer.kwargs, out=out, output=result)
@@ -138,7 +150,7 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
     if (blocker := _producer_blocker(producer, out, aliases)) is not None:
         return decision("copy", blocker), bsyms
     consumers = [k for k, b in enumerate(bsyms) if k != i and any(a.name == computed.name for a in b.flat_proxy_args)]
-    if consumers == [j]:
+    if consumers == [j] and _first_overwrite_of_inputs(producer, bsyms[i + 1 : j], aliases) is None:
         fused = _fused(producer, out, result, write)
         rest = bsyms[:i] + bsyms[i + 1 : j] + [fused] + bsyms[j + 1 :]
         return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
