@@ -1,0 +1,48 @@
+"""Differential fuzzing: random in-place programs under thunder_ext.jit against eager PyTorch.
+
+CI runs ``THUNDER_EXT_FUZZ_EXAMPLES`` programs (300 by default) from a fixed seed, so a CI failure
+reproduces. Setting the variable gives a long, randomized run::
+
+    THUNDER_EXT_FUZZ_EXAMPLES=5000 .venv/bin/python -m pytest tests/test_fuzz_against_eager.py -k random
+
+A failing program is printed as Python and saved to ``tests/fuzz_regressions/``; every file there
+is replayed by ``test_regression`` on each run, so commit it with the fix.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis.control import current_build_context
+from hypothesis.errors import UnsatisfiedAssumption
+
+from program_fuzzer import Program, check_against_eager, programs
+
+LONG_RUN = "THUNDER_EXT_FUZZ_EXAMPLES" in os.environ
+EXAMPLES = int(os.environ.get("THUNDER_EXT_FUZZ_EXAMPLES", "300"))
+REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=not LONG_RUN,
+    deadline=None,  # a compilation takes a good part of a second
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(programs())
+def test_random_inplace_programs_match_eager(program: Program):
+    try:
+        check_against_eager(program)
+    except UnsatisfiedAssumption:
+        raise
+    except Exception:
+        if current_build_context().is_final:  # the shrunk example, not every step of shrinking
+            REGRESSIONS.mkdir(exist_ok=True)
+            (REGRESSIONS / f"found_{program.name}.py").write_text(program.source)
+        raise
+
+
+@pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
+def test_regression(path: Path):
+    check_against_eager(Program(path.read_text()))
