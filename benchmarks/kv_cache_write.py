@@ -1,85 +1,76 @@
-"""KV-cache write time against cache length: eager, stock thunder.jit, thunder_ext.jit, side by side.
-
-One token is written with ``index_copy_`` into K and V caches of shape (1, 8, L, 128), float32.
-Run: ``python benchmarks/kv_cache_write.py`` (writes docs/benchmarks/kv_cache_write.{md,png}).
-"""
+"""KV-cache write: ``index_copy_`` of one token into K and V caches of shape (1, 8, L, 128), float32."""
 
 from __future__ import annotations
 
-import argparse
-import platform
 from pathlib import Path
 
-import thunder
 import torch
 
-import thunder_ext
-from thunder_ext.timing import median_seconds
+from thunder_ext.benchmarks.measure import RUNNERS, Allocations, allocations, compiled, interleaved_medians
+from thunder_ext.benchmarks.report import Table, Target, figure, ratio, save, us
 
-LENGTHS = (256, 1024, 4096, 16384)
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "benchmarks"
+Result = tuple[dict[str, float], dict[str, Allocations]]
 
 
-def write_kv(k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor):
+def write_kv(k: torch.Tensor, v: torch.Tensor, pos: torch.Tensor, new_k: torch.Tensor, new_v: torch.Tensor) -> None:
     k.index_copy_(2, pos, new_k)
     v.index_copy_(2, pos, new_v)
 
 
-def measure(length: int, repeat: int) -> dict[str, float]:
-    k, v = torch.zeros(1, 8, length, 128), torch.zeros(1, 8, length, 128)
-    pos = torch.tensor([length // 2])
-    new_k, new_v = torch.randn(1, 8, 1, 128), torch.randn(1, 8, 1, 128)
-    runners = {"eager": write_kv, "thunder.jit": thunder.jit(write_kv), "thunder_ext.jit": thunder_ext.jit(write_kv)}
-    # Interleave repeats so that noise on this shared machine hits every runner alike.
-    times: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(5):
-        for name, fn in runners.items():
-            times[name].append(median_seconds(lambda: fn(k, v, pos, new_k, new_v), repeat=repeat))
-    return {name: sorted(ts)[len(ts) // 2] for name, ts in times.items()}
+def configs(quick: bool) -> list[int]:
+    return [256, 4096] if quick else [256, 1024, 4096, 16384]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=20)
-    args = parser.parse_args()
-    results = {length: measure(length, args.repeat) for length in LENGTHS}
-    names = list(next(iter(results.values())))
-    machine = f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
-    versions = f"torch {torch.__version__}, lightning-thunder {thunder.__version__}, Python {platform.python_version()}"
-    lines = [
-        "# KV-cache write: time per call (µs, median)",
-        "",
-        f"Machine: {machine}; {versions}. Cache (1, 8, L, 128) float32, one token into K and V.",
-        "",
-        "| L | " + " | ".join(names) + " | thunder_ext / eager | thunder_ext at L / at 256 |",
-        "| --- | " + " | ".join("---" for _ in names) + " | --- | --- |",
+def measure(length: int, device: torch.device, quick: bool) -> Result:
+    k, v = (torch.zeros(1, 8, length, 128, device=device) for _ in range(2))
+    new_k, new_v = (torch.randn(1, 8, 1, 128, device=device) for _ in range(2))
+    pos = torch.tensor([length // 2], device=device)
+    calls = {}
+    for runner in RUNNERS:
+        fn = compiled(runner, write_kv)
+        calls[runner] = lambda fn=fn: fn(k, v, pos, new_k, new_v)
+    times = interleaved_medians(calls, device, warmup=5, repeat=20 if quick else 100)
+    return times, {runner: allocations(call, device) for runner, call in calls.items()}
+
+
+def report(results: dict[int, Result]) -> Table:
+    lengths = list(results)
+    update_bytes = 2 * 8 * 128 * 4  # one token of K and V
+    table = Table(
+        name="kv_cache_write",
+        title="KV-cache write: time and bytes allocated per call",
+        setup=(
+            "`k.index_copy_(2, pos, new_k); v.index_copy_(2, pos, new_v)`, caches (1, 8, L, 128) float32, one "
+            f"token ({update_bytes:,} bytes of update, passed in). Median µs per call, runners interleaved call "
+            "by call; bytes: all tensor memory the call allocates."
+        ),
+        columns=["L", *(f"{r} µs" for r in RUNNERS), "thunder_ext / eager", "thunder_ext at L / at 256",
+                 *(f"{r} bytes" for r in RUNNERS)],  # fmt: skip
+    )
+    base = results[lengths[0]][0]["thunder_ext.jit"]
+    for length, (times, allocs) in results.items():
+        ext = times["thunder_ext.jit"]
+        table.rows.append(
+            [str(length), *(us(times[r]) for r in RUNNERS), ratio(ext, times["eager"]), ratio(ext, base),
+             *(f"{allocs[r].total:,}" for r in RUNNERS)]  # fmt: skip
+        )
+    longest = lengths[-1]
+    flat = results[longest][0]["thunder_ext.jit"] / base
+    extra = max(a["thunder_ext.jit"].total for _, a in results.values())
+    table.targets = [
+        Target(f"thunder_ext time at L={longest} within 1.2x of L={lengths[0]}", f"{flat:.2f}x", flat <= 1.2),
+        Target("thunder_ext: zero bytes allocated per write beyond the update", f"{extra:,} bytes at most", extra == 0),
     ]
-    base = results[LENGTHS[0]]["thunder_ext.jit"]
-    for length, r in results.items():
-        cells = " | ".join(f"{r[n] * 1e6:,.1f}" for n in names)
-        ratio = r["thunder_ext.jit"] / r["eager"]
-        lines.append(f"| {length} | {cells} | {ratio:.2f}x | {r['thunder_ext.jit'] / base:.2f}x |")
-    DOCS.mkdir(parents=True, exist_ok=True)
-    (DOCS / "kv_cache_write.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    try:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot (pip install '.[bench]')")
-        return
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for n in names:
-        ax.plot(LENGTHS, [results[L][n] * 1e6 for L in LENGTHS], marker="o", label=n)
-    ax.set(xscale="log", yscale="log", xlabel="cache length L", ylabel="µs per write (K and V)")
-    ax.set_title("KV-cache write (1, 8, L, 128) f32", fontsize=10)
-    fig.text(0.01, 0.01, f"{machine}; {versions}", fontsize=6)
-    ax.legend()
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(DOCS / "kv_cache_write.png", dpi=120)
+    def plot(path: Path, machine: str) -> None:
+        fig, (time_ax, bytes_ax) = figure("KV-cache write, (1, 8, L, 128) float32, one token", machine, ncols=2)
+        for r in RUNNERS:
+            time_ax.plot(lengths, [results[L][0][r] * 1e6 for L in lengths], marker="o", label=r)
+            bytes_ax.plot(lengths, [max(results[L][1][r].total, 1) for L in lengths], marker="o", label=r)
+        time_ax.set(xscale="log", yscale="log", xlabel="cache length L", ylabel="µs per call (median)")
+        bytes_ax.set(xscale="log", yscale="log", xlabel="cache length L", ylabel="bytes allocated per call (0 shown as 1)")
+        time_ax.legend(fontsize=8)
+        save(fig, path)
 
-
-if __name__ == "__main__":
-    main()
+    table.plot = plot
+    return table

@@ -12,6 +12,7 @@ import copy
 import statistics
 import time
 import warnings
+from collections.abc import Sequence
 
 import thunder
 import torch
@@ -59,11 +60,11 @@ def decode(model, prompt: torch.Tensor, tokens: int) -> tuple[list[int], list[fl
     return out, seconds
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-seq-length", type=int, default=4096)
     parser.add_argument("--tokens", type=int, default=12)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
     base = small_model(args.max_seq_length)

@@ -1,0 +1,3 @@
+from thunder_ext.benchmarks.suite import main
+
+main()

@@ -1,0 +1,121 @@
+"""How the suite measures: runners built side by side, interleaved timing, and allocations per call."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import thunder
+import torch
+
+import thunder_ext
+
+RUNNERS = ("eager", "thunder.jit", "thunder_ext.jit", "torch.compile")
+
+
+def compiled(runner: str, fn: Callable) -> Callable:
+    """``fn`` as ``runner`` runs it (``fn`` is a function or a module; each runner needs its own module)."""
+    if runner == "eager":
+        return fn
+    if runner == "thunder.jit":
+        return thunder.jit(fn)
+    if runner == "thunder_ext.jit":
+        return thunder_ext.jit(fn)
+    if runner == "torch.compile":
+        # Inductor's background compile workers import modules while thunder's interpreter, tracing a
+        # later jit in this process, iterates such dicts ("dictionary changed size during iteration").
+        torch._inductor.config.compile_threads = 1
+        return torch.compile(fn)
+    raise ValueError(f"unknown runner {runner!r}; expected one of {RUNNERS}")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def seconds(fn: Callable[[], object], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def interleaved_medians(
+    calls: dict[str, Callable[[], object]], device: torch.device, *, warmup: int, repeat: int
+) -> dict[str, float]:
+    """Median seconds per call of each entry, the entries taking turns call by call so that noise on a
+    shared machine falls on all of them alike (ratios are then taken within one run)."""
+    for _ in range(warmup):
+        for call in calls.values():
+            call()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeat):
+        for name, call in calls.items():
+            samples[name].append(seconds(call, device))
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+@dataclass(frozen=True)
+class Allocations:
+    """Tensor memory allocated by one call: in all, at most live at once, and the largest single block."""
+
+    total: int
+    peak: int
+    largest: int
+
+
+def allocations(fn: Callable[[], object], device: torch.device) -> Allocations:
+    if device.type == "cuda":
+        return _cuda_allocations(fn, device)
+    return _cpu_allocations(fn)
+
+
+def _cuda_allocations(fn: Callable[[], object], device: torch.device) -> Allocations:
+    synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_stats(device)
+    fn()
+    synchronize(device)
+    after = torch.cuda.memory_stats(device)
+    total = after["allocated_bytes.all.allocated"] - before["allocated_bytes.all.allocated"]
+    peak = after["allocated_bytes.all.peak"] - before["allocated_bytes.all.current"]
+    # the CUDA allocator keeps no per-block history without recording it; the peak bounds the largest
+    return Allocations(total=total, peak=peak, largest=peak)
+
+
+def _cpu_allocations(fn: Callable[[], object]) -> Allocations:
+    # PyTorch's CPU allocator keeps no statistics; the profiler records every allocation and free with
+    # its size and the running total. Its event tree is a private API, read here and nowhere else.
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+
+    def walk(events: Iterable) -> Iterable:
+        for e in events:
+            yield e
+            yield from walk(e.children)
+
+    events = [e for e in walk(prof.profiler.kineto_results.experimental_event_tree()) if e.tag == _EventType.Allocation]
+    sizes = [e.extra_fields.alloc_size for e in events]
+    running = [e.extra_fields.total_allocated for e in sorted(events, key=lambda e: e.start_time_ns)]
+    return Allocations(
+        total=sum(s for s in sizes if s > 0), peak=max(running, default=0), largest=max(sizes, default=0)
+    )
+
+
+def machine(device: torch.device) -> str:
+    if device.type == "cuda":
+        where = torch.cuda.get_device_name(device)
+    else:
+        where = f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
+    return (
+        f"{where}; torch {torch.__version__}, lightning-thunder {thunder.__version__}, "
+        f"Python {platform.python_version()}"
+    )

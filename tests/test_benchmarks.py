@@ -1,0 +1,43 @@
+"""The benchmark suite's own machinery (no timings are asserted: those live in docs/benchmarks/)."""
+
+import pytest
+import torch
+
+from thunder_ext.benchmarks import kv_cache_write
+from thunder_ext.benchmarks.measure import Allocations, allocations
+from thunder_ext.benchmarks.suite import parse
+
+CPU = torch.device("cpu")
+
+
+def test_allocations_count_what_a_call_allocates():
+    k, new, pos = torch.zeros(64, 8), torch.ones(1, 8), torch.tensor([3])
+    assert allocations(lambda: k.index_copy_(0, pos, new), CPU).total == 0
+    functional = allocations(lambda: torch.index_copy(k, 0, pos, new), CPU)
+    assert functional.largest == k.numel() * k.element_size()
+    assert functional.total >= functional.largest
+
+
+def test_unknown_case_is_refused_naming_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        parse(["--cases", "kv_write,nope"])
+    err = capsys.readouterr().err
+    assert "unknown case(s) nope" in err and "kv_write" in err
+
+
+def _kv_results(time_at_256: float, time_at_16384: float, bytes_: int) -> dict:
+    runners = ("eager", "thunder.jit", "thunder_ext.jit", "torch.compile")
+    return {
+        length: ({r: t for r in runners}, {r: Allocations(bytes_, bytes_, bytes_) for r in runners})
+        for length, t in ((256, time_at_256), (16384, time_at_16384))
+    }
+
+
+@pytest.mark.parametrize(
+    "t256, t16384, bytes_, met",
+    [(1e-4, 1.1e-4, 0, [True, True]), (1e-4, 1.3e-4, 0, [False, True]), (1e-4, 1e-4, 8192, [True, False])],
+)
+def test_kv_write_targets_follow_the_measurements(t256, t16384, bytes_, met):
+    table = kv_cache_write.report(_kv_results(t256, t16384, bytes_))
+    assert [t.met for t in table.targets] == met
+    assert "16384" in table.markdown("test machine")
