@@ -1,5 +1,5 @@
-"""Passes over thunder traces: write functionalization, the aliasing checker, the aliased-arguments guard, and
-the Transform wiring them."""
+"""Passes over thunder traces: write functionalization, the aliasing checker, buffer reuse, the
+aliased-arguments guard, and the Transform wiring them."""
 
 from thunder_ext.transforms.aliased_arguments import AliasedArgumentsError, refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
@@ -9,6 +9,7 @@ from thunder_ext.transforms.prove_inplace import (
     UnprovenInplaceError,
     prove_inplace_writes,
 )
+from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 from thunder_ext.transforms.transform import InplaceTransform
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "functionalize_writes",
     "prove_inplace_writes",
     "refuse_unrepresentable_aliased_arguments",
+    "reuse_dead_buffers",
 ]

@@ -8,10 +8,12 @@ from thunder.core.transforms import Transform
 from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.prove_inplace import InplaceDecision, prove_inplace_writes
+from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 
 
 class InplaceTransform(Transform):
-    """Functionalize in-place writes before execution planning; prove them in place after it.
+    """Functionalize in-place writes before execution planning; prove them in place after it, then let
+    elementwise ops reuse the buffers of arguments that die at them.
 
     Also guards the prologue against aliased arguments that thunder would silently compute wrong.
 
@@ -29,4 +31,5 @@ class InplaceTransform(Transform):
 
     def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs) -> TraceCtx:
         new_trace, self.last_decisions = prove_inplace_writes(computation_trace, strict=self.strict)
-        return new_trace
+        # only traces the extension rewrote: it answers for their memory, thunder for the rest
+        return reuse_dead_buffers(new_trace) if self.last_decisions else new_trace
