@@ -57,15 +57,15 @@ def measure(config: tuple[int, int], device: torch.device, quick: bool) -> Resul
     batch, length = config
     runners = models(length, batch, device)
     token = prompt(batch, device)[:, -1:]
-    position = 0
+    # every runner makes the same calls, so each decodes the same positions and its last logits compare
+    positions = dict.fromkeys(RUNNERS, 0)
     last: dict[str, torch.Tensor] = {}
 
     def step(runner: str):
         def call() -> None:
-            nonlocal position
+            position = positions[runner]
+            positions[runner] += 1
             last[runner] = runners[runner](token, torch.tensor([position], device=device))
-            if runner == RUNNERS[-1]:  # each runner writes the same position; then move on
-                position += 1
 
         return call
 
