@@ -28,6 +28,9 @@ def compiled(runner: str, fn: Callable) -> Callable:
         # Inductor's background compile workers import modules while thunder's interpreter, tracing a
         # later jit in this process, iterates such dicts ("dictionary changed size during iteration").
         torch._inductor.config.compile_threads = 1
+        # Inductor bakes a thread count of its own into the C++ kernels it writes ("#pragma omp parallel
+        # num_threads(2)", whatever torch.set_num_threads says): give it the one every runner has.
+        torch._inductor.config.cpp.threads = torch.get_num_threads()
         return torch.compile(fn)
     raise ValueError(f"unknown runner {runner!r}; expected one of {RUNNERS}")
 
@@ -52,7 +55,8 @@ def interleaved_medians(
     ``rounds`` blocks of consecutive calls, so that noise on a shared machine falls on all of them
     alike (ratios are then taken within one run); blocks, not single calls, because alternating call
     by call between code paths this different evicts each one's caches and slows microsecond calls
-    (eager's 7.7 µs KV write took 19 µs that way)."""
+    (eager's 7.7 µs KV write took 19 µs that way). Each block starts with an untimed call, so that no
+    entry pays for what the one before it evicted (stock thunder streams the whole cache)."""
     for _ in range(warmup):
         for call in calls.values():
             call()
@@ -60,6 +64,7 @@ def interleaved_medians(
     block = max(1, repeat // rounds)
     while any(len(s) < repeat for s in samples.values()):
         for name, call in calls.items():
+            call()
             samples[name] += [seconds(call, device) for _ in range(min(block, repeat - len(samples[name])))]
     return {name: statistics.median(s) for name, s in samples.items()}
 
