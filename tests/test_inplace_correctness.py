@@ -45,6 +45,21 @@ def test_views_of_a_pending_write_alias_the_target_not_the_value(f):
     assert_matches_eager(f, torch.randn(3))
 
 
+@pytest.mark.parametrize(
+    "f, target, source",
+    [
+        (lambda x, s: x.copy_(s), (3, 4), (4,)),
+        (lambda x, s: x.copy_(s), (1, 1), (1,)),
+        (lambda x, s: (x.unsqueeze(0), x.copy_(s), x * 2)[-1], (1, 1), (1,)),  # found by the fuzzer
+        (lambda x, s: x[1:].copy_(s), (3, 2), (1, 2)),
+    ],
+    ids=["row-into-matrix", "leading-dim", "after-a-view", "into-a-view"],
+)
+def test_copy_from_a_broadcastable_source(f, target, source):
+    # thunder 0.2.6 refuses these ("Shapes were expected to be the same"); thunder_gaps broadcasts as torch does
+    assert_matches_eager(f, torch.randn(target), torch.randn(source))
+
+
 def test_reads_before_and_after_write():
     def f(x, src, idx):
         before = x.sum()

@@ -8,6 +8,9 @@ stock ``thunder.jit`` gains it too. Each entry is registered only where thunder 
   cache writes at ``input_pos % max_cache_len`` (a circular cache); Python's ``%`` on tensors is
   ``torch.remainder``.
 - ``Tensor.fill_``: not defined at all.
+- ``Tensor.copy_`` from a source that broadcasts to the target: thunder's ``_copy_`` converts the
+  dtype but not the shape, and ``prims.copy_`` then refuses ("Shapes were expected to be the same"),
+  where PyTorch broadcasts. ``_copy_`` is replaced by one that expands the source first.
 """
 
 import thunder.torch as ltorch
@@ -19,6 +22,7 @@ from thunder.core.jit_ext import (
     record_source_loc_in_symbol_header,
 )
 from thunder.core.prims import OpTags
+from thunder.core.proxies import TensorProxy
 from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
 if "mod" not in _method_name_to_fn_map:
@@ -38,3 +42,17 @@ if torch.fill_ not in ltorch._torch_to_thunder_function_map:
     _general_jit_lookaside_map[torch.fill_] = ensure_recursive_proxies(
         interpreter_needs_wrap(record_source_loc_in_symbol_header(fill_))
     )
+
+
+# ``ltorch.copy_`` (and ``zero_``, ``fill_``...) call the module's ``_copy_`` at trace time, so replacing it
+# reaches every caller. A source that does not broadcast still fails, in ``expand``, naming both shapes.
+_copy_same_shape = ltorch._copy_
+
+
+def _copy_(a, b, /):
+    if isinstance(b, TensorProxy) and b.shape != a.shape:
+        b = ltorch.expand(b, a.shape)
+    return _copy_same_shape(a, b)
+
+
+ltorch._copy_ = _copy_
