@@ -2,12 +2,13 @@
 
 - ``copy_to_out_``: the primitive "write ``computed`` into ``out``" (``thunder_ext.primitive``).
 - ``thunder_ext.transforms``: the functionalization pass and the aliasing checker.
-- ``thunder_ext.executors``: the executors that run proven writes in place.
+- ``thunder_ext.executors``: the executors that run proven writes in place (PyTorch; nvFuser where it loads,
+  ``nvfuser_inplace_available()`` says why not).
 - ``jit``: ``thunder.jit`` with all of the above.
 """
 
 import thunder_ext.thunder_gaps  # noqa: F401  (registers what thunder 0.2.6 lacks; see the module)
-from thunder_ext.executors import inplace_ex
+from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
 from thunder_ext.jit import inplace_decisions, jit
 from thunder_ext.primitive import CopyToOutError, copy_to_out_
 from thunder_ext.transforms import (
@@ -29,4 +30,5 @@ __all__ = [
     "inplace_decisions",
     "inplace_ex",
     "jit",
+    "nvfuser_inplace_available",
 ]

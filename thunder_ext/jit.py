@@ -28,6 +28,10 @@ def jit(
     The caller's ``executors`` (thunder's defaults if None) and ``transforms`` are kept; the
     extension's executor goes first and its transform last, so it sees the final trace.
     ``strict=True`` raises instead of falling back to a copy for a write it cannot prove.
+
+    With nvFuser among the executors (thunder's defaults include it where it loads), its fusion
+    pass takes CUDA writes into its regions, and the transform proves each or gives it back to
+    the PyTorch executor (docs/gpu.md).
     """
     executors = thunder.get_default_executors() if executors is None else executors
     return thunder_jit(

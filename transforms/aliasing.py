@@ -60,9 +60,10 @@ def thunder_symbol(bsym: BoundSymbol) -> Symbol:
     """The thunder-level op an execution-trace bound symbol runs.
 
     An operator executor binds its own symbol (``torch.index_copy``) whose single subsymbol is the
-    thunder op it claimed (``ltorch.index_copy``); anything else is its own thunder op.
+    thunder op it claimed (``ltorch.index_copy``); anything else is its own thunder op, a fusion too
+    (a region of one op is still a region: ``fused_writes`` looks inside).
     """
-    if bsym.sym.executor is not None and len(bsym.subsymbols) == 1:
+    if bsym.sym.executor is not None and not bsym.sym.is_fusion and len(bsym.subsymbols) == 1:
         return bsym.subsymbols[0].sym
     return bsym.sym
 
@@ -100,6 +101,11 @@ def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] 
     return None
 
 
+def fused_writes(bsym: BoundSymbol) -> list[BoundSymbol]:
+    """The ``copy_to_out_`` that a fusion (an nvFuser region) runs inside it; none for any other bound symbol."""
+    return [s for s in bsym.subsymbols if is_copy_to_out(s)] if bsym.sym.is_fusion else []
+
+
 def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` may raise when it runs: it takes an integer tensor, i.e. indices that may be out
     of range (shapes and dtypes are checked while tracing). Over-approximates: integer arithmetic counts."""
@@ -114,6 +120,13 @@ def write_destination(bsym: BoundSymbol) -> TensorProxy | None:
     if (write := thunder_inplace_write(bsym)) is not None:
         return write[1]
     return None
+
+
+def written_tensors(bsym: BoundSymbol) -> list[TensorProxy]:
+    """The tensors whose storage ``bsym`` writes: its destination, or the ``out`` of each write a fusion runs."""
+    if (dest := write_destination(bsym)) is not None:
+        return [dest]
+    return [w.kwargs[WRITE_OUT_KWARG] for w in fused_writes(bsym)]
 
 
 class _UnionFind:
@@ -145,7 +158,12 @@ class Aliases:
 
     def add(self, bsym: BoundSymbol) -> None:
         outs = tensor_outs(bsym)
-        if is_update_aliases(bsym):
+        if bsym.sym.is_fusion:
+            # A region's results are those of its ops: a write's is its `out`, and a view op's may be a view
+            # (nvFuser can return one as a view of a region input), so its ops relate them as anywhere else.
+            for sub in bsym.subsymbols:
+                self.add(sub)
+        elif is_update_aliases(bsym):
             for before, after in zip(tensor_args(bsym), outs):
                 self._same_tensor(before.name, after.name)
         elif (dest := write_destination(bsym)) is not None:

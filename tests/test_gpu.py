@@ -1,0 +1,190 @@
+"""On a CUDA GPU, against eager on the same GPU: the in-place paths, with nvFuser where it loads and with the
+PyTorch executor alone in any case.
+
+Every test compares outputs and every mutated argument with eager and reads
+``thunder_ext.inplace_decisions``. The litgpt tests step with ``Pair`` (tests/test_litgpt_kvcache.py),
+which also checks that no cache buffer moved to new storage and that no write was left a copy.
+Without CUDA every test is skipped; without a usable nvFuser the nvFuser variants are skipped with the
+reason ``nvfuser_inplace_available`` gives. ``scripts/gpu_check.sh`` runs this file on a GPU machine and
+writes docs/gpu_results.md.
+"""
+
+import pytest
+import thunder
+import torch
+
+# litgpt comes with the test extra and with the GPU check's wheels; without it this module is skipped.
+litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+from test_litgpt_kvcache import THUNDER_VARIANTS, Pair, frozen, greedy_without_cache, small_llama  # noqa: E402
+from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402
+
+import thunder_ext  # noqa: E402
+from helpers import assert_matches_eager  # noqa: E402
+from thunder_ext.executors import nvfuser_inplace_available  # noqa: E402
+from thunder_ext.executors.nvfuser_inplace import NO_CUDA  # noqa: E402
+from thunder_ext.transforms.aliasing import fused_writes  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
+
+NVFUSER, WHY_NOT_NVFUSER = nvfuser_inplace_available()
+IN_REGION = "in place in an nvFuser region"
+
+
+def without_nvfuser():
+    return [e for e in thunder.get_default_executors() if e.name != "nvfuser"]
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("nvfuser", marks=pytest.mark.skipif(not NVFUSER, reason=WHY_NOT_NVFUSER)),
+        "torch",
+    ]
+)
+def executors(request):
+    """thunder's default executors (nvFuser among them), or the same without nvFuser."""
+    if request.param == "torch":
+        return without_nvfuser()
+    defaults = list(thunder.get_default_executors())
+    assert "nvfuser" in [e.name for e in defaults]
+    return defaults
+
+
+def cuda(*shape, **kwargs):
+    return torch.randn(*shape, device="cuda", **kwargs)
+
+
+def uses_nvfuser(executors):
+    return "nvfuser" in [e.name for e in executors]
+
+
+def run_against_eager(fn, *args, executors, **kwargs):
+    """``assert_matches_eager``; returns the jitted function and its decisions."""
+    jfn = assert_matches_eager(fn, *args, executors=executors, **kwargs)
+    return jfn, thunder_ext.inplace_decisions(jfn)
+
+
+def fused_regions(jfn):
+    return [b for b in thunder.last_traces(jfn)[-1].bound_symbols if fused_writes(b)]
+
+
+def test_the_upstream_kv_cache_failure(executors):
+    # thunder's copy_to_out_ PR failed here on CUDA with nvFuser: both writes fused into a region of
+    # their own while sdpa, outside it, read the values they write.
+    def f(q, k, v, mask, idx, src):
+        q.index_copy_(2, idx, src)
+        k.index_copy_(2, idx, src)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, mask)
+
+    args = (
+        cuda(1, 4, 2, 16), cuda(1, 4, 3, 16), cuda(1, 4, 3, 16),
+        torch.ones(1, 1, 2, 3, dtype=torch.bool, device="cuda"), torch.arange(2, device="cuda"), cuda(1, 4, 2, 16),
+    )  # fmt: skip
+    _, decisions = run_against_eager(f, *args, executors=executors, strict=True)
+    assert len(decisions) == 2 and all(d.how != "copy" for d in decisions), decisions
+
+
+def test_a_chain_of_writes_is_one_write(executors):
+    def f(x, y):
+        x.add_(y)
+        x.mul_(2)
+        x.sub_(1)
+        return y * 2  # a reader of x's new value would read `computed` in the region: rule 3 refuses that
+
+    jfn, (decision,) = run_against_eager(f, cuda(64, 32), cuda(64, 32), executors=executors, strict=True)
+    if uses_nvfuser(executors):
+        assert decision.how == IN_REGION, decision
+        assert fused_regions(jfn), "the write must be an output of the nvFuser region"
+
+
+def test_writes_through_views(executors):
+    def f(x, y, idx, src):
+        x[1:].add_(y[1:])  # a view with an offset
+        x.t().mul_(2)  # a transposed view of the whole
+        x[:, 0].index_copy_(0, idx, src)
+        return x * 1
+
+    args = (cuda(8, 8), cuda(8, 8), torch.tensor([3, 5], device="cuda"), cuda(2))
+    _, decisions = run_against_eager(f, *args, executors=executors)
+    assert len(decisions) == 3, decisions
+
+
+def test_a_region_that_would_only_copy(executors):
+    # Stock thunder's sharp edge: an nvFuser region whose only op is the copy of an input may do nothing.
+    def f(x, y):
+        x.copy_(y)
+
+    _, (decision,) = run_against_eager(f, cuda(16), cuda(16), executors=executors)
+    assert decision.how == "copy", decision
+
+
+def test_returning_the_value_written(executors):
+    # Stock thunder's other sharp edge (its issue 1109): an alias output whose source is also returned. Here
+    # the function returns the write's result instead, which is `x` (docs/design.md, limits).
+    def f(x, y):
+        z = x + y
+        x.copy_(z)
+        return z
+
+    run_against_eager(f, cuda(16), cuda(16), executors=executors)
+
+
+def test_a_reader_of_the_old_value_next_to_the_write(executors):
+    def f(x, y):
+        total = x.sum(0)
+        x.mul_(y)
+        return total
+
+    run_against_eager(f, cuda(32, 16), cuda(32, 16), executors=executors)
+
+
+def test_adam_step(executors):
+    params = [cuda(64, 32), cuda(32)]
+    grads = [cuda(64, 32), cuda(32)]
+    state = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
+
+    def step(p0, p1, g0, g1, m0, v0, m1, v1):
+        for p, g, m, v in ((p0, g0, m0, v0), (p1, g1, m1, v1)):
+            m.lerp_(g, 0.1)
+            v.mul_(0.999).addcmul_(g, g, value=0.001)
+            p.addcdiv_(m, v.sqrt().add_(1e-8), value=-1e-3)
+
+    run_against_eager(step, *params, *grads, *[t for s in state for t in s], executors=executors)
+
+
+# litgpt's KV cache: the model tests of tests/test_litgpt_kvcache.py, on the GPU
+
+
+class CudaPair(Pair):
+    """``Pair`` on the GPU, jitted with the given executors."""
+
+    def __init__(self, model, *, executors, **tolerance):
+        super().__init__(model.to("cuda"), **tolerance)
+        self.jitted = thunder_ext.jit(self.copy, executors=executors)
+
+    def set_kv_cache(self, **kwargs):
+        super().set_kv_cache(**kwargs, device=torch.device("cuda"))
+
+    def step(self, x, input_pos):
+        return super().step(x.cuda(), input_pos.cuda())
+
+
+@pytest.mark.parametrize("name", THUNDER_VARIANTS)
+def test_thunder_kvcache_variants_prefill_then_decode(name, executors):
+    torch.manual_seed(0)
+    model = litgpt.model.GPT(ThunderTestConfig.from_name(name))
+    model.max_seq_length = 8
+    pair = CudaPair(frozen(model), executors=executors, rtol=1e-4, atol=1e-4)
+    prompt = torch.randint(0, 200, (1, 3), device="cuda")
+    expected = greedy_without_cache(pair.eager, prompt, 3)
+    pair.set_kv_cache(batch_size=1)
+    assert torch.equal(pair.greedy(prompt, 3), expected)
+    assert len(thunder_ext.inplace_decisions(pair.jitted)) == 2 * len(pair.copy.transformer.h)
+
+
+def test_llama_greedy_decoding(executors):
+    torch.manual_seed(0)
+    pair = CudaPair(small_llama(n_query_groups=2), executors=executors, rtol=1e-4, atol=1e-4)
+    prompt = torch.randint(0, 96, (1, 5), device="cuda")
+    expected = greedy_without_cache(pair.eager, prompt, 10)
+    pair.set_kv_cache(batch_size=1, max_seq_length=32)
+    assert torch.equal(pair.greedy(prompt, 10), expected)

@@ -1,0 +1,488 @@
+"""The proof for writes inside nvFuser regions, and what falls back, on a CPU.
+
+nvFuser needs CUDA, so its regions are played here by ``FakeFuser``: a thunder ``FusionExecutor``
+whose ``fuse`` runs a region's prims one after another with the PyTorch executor (``copy_to_out_`` as
+``out.copy_``). It builds regions the way nvFuser's does (a fusion bound symbol over flattened prims),
+so ``fused_write_blocker``, the fallback that rebuilds a region, and the repair of rematerialization run
+on it exactly as on nvFuser's; what nvFuser itself does with an alias output is tests/test_gpu.py's part.
+"""
+
+from contextlib import contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+import thunder
+from thunder.core import dtypes, prims
+from thunder.core.codeutils import SigInfo
+from thunder.core.devices import cpu
+from thunder.core.proxies import TensorProxy, unvariableify, variableify
+from thunder.core.rematerialization import rematerialize
+from thunder.core.trace import TraceCtx, from_trace, tracectx
+from thunder.core.transforms import Transform
+from thunder.executors.passes import transform_for_execution, update_fusion_call_ctx
+from thunder.executors.torchex import ex as torch_ex
+from thunder.extend import FusionExecutor
+
+import thunder_ext
+from helpers import assert_matches_eager
+from thunder_ext.executors import nvfuser_inplace_available
+from thunder_ext.executors.torch_inplace import plain_copy_to_out
+from thunder_ext.primitive import copy_to_out_
+from thunder_ext.transforms.aliasing import Aliases, fused_writes, is_copy_to_out
+from thunder_ext.transforms.prove_inplace import ELEMENTWISE_PRIM_IDS, fused_write_blocker, prove_inplace_writes
+
+
+def runnable(bsyms, inputs, outputs):
+    """The prims ``bsyms`` as a Python function of ``inputs`` returning ``outputs``, run by PyTorch
+    (as thunder's torch.compile executor builds its regions, without the compiling)."""
+    trace = TraceCtx(None)
+    trace.args, trace.kwargs, trace.names = inputs, {}, {a.name for a in inputs}
+    with tracectx(trace):
+        for a in inputs:
+            prims.unpack_trivial(a, name=a.name)
+    trace.bound_symbols += [*bsyms, prims.python_return.bind(outputs, output=None)]
+    for name in {o.name for b in trace.bound_symbols for o in b.flat_proxy_outs} - trace.names:
+        trace.add_name(name)
+    trace._siginfo = SigInfo("region")
+    trace._siginfo.args = [(a.name, None) for a in inputs]
+    return transform_for_execution(trace, (thunder_ext.inplace_ex, torch_ex)).python_callable(include_decorators=False)
+
+
+class FakeFuser(FusionExecutor):
+    def __init__(self):
+        super().__init__("fake_nvfuser")
+
+    def fuse(self, region, fusion_counter):
+        inputs, outputs = [unvariableify(v) for v in region.inputs], [unvariableify(v) for v in region.outputs]
+        bsyms = list(region.bound_symbols)
+        return self.register_temporary_operation(
+            f"nvFusion{fusion_counter}", runnable(bsyms, inputs, outputs), inputs=inputs, outputs=outputs, bsyms=bsyms
+        )
+
+
+fake_nvfuser = FakeFuser()
+
+
+def fusion_region(inputs, outputs, bsyms):
+    """A region in the form ``FusionExecutor.fuse`` takes."""
+    inputs, outputs = tuple(map(variableify, inputs)), tuple(map(variableify, outputs))
+    return SimpleNamespace(inputs=inputs, outputs=outputs, bound_symbols=list(bsyms))
+
+
+@contextmanager
+def tracing(*names, shape=(4,)):
+    """A trace to call prims in, and tensors named ``names`` to call them on."""
+    trace = TraceCtx()
+    with tracectx(trace):
+        yield trace, [TensorProxy(n, shape=shape, device=cpu, dtype=dtypes.float32) for n in names]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Without nvFuser, and how nvFuser gets the writes
+
+
+def test_without_nvfuser_the_writes_run_on_the_pytorch_executor():
+    available, reason = nvfuser_inplace_available()
+    if available:
+        pytest.skip(f"{reason} is available here")
+    assert reason in (Path(__file__).parents[1] / "docs" / "gpu.md").read_text(), "docs/gpu.md names each reason"
+
+    def f(x, y):
+        x.mul_(y)
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), strict=True)
+    assert "nvfuser" not in [e.name for e in thunder.compile_data(jfn).executors_list]
+    assert [d.how for d in thunder_ext.inplace_decisions(jfn)] == ["in place at the write"]
+
+
+def test_a_fusion_executor_running_copy_to_out_takes_the_writes_inplace_ex_claimed():
+    # How nvFuser's fusion pass gets CUDA writes although `inplace_ex`, first in the list, claims them all:
+    # `can_fuse` looks through `inplace_ex`'s operator to the `copy_to_out_` it calls.
+    with tracing("x", "y") as (trace, (x, y)):
+        plain_copy_to_out(y, out=x)
+    (claimed,) = trace.bound_symbols
+    fuser = FusionExecutor("runs_copy_to_out")
+    assert not fuser.can_fuse(claimed)
+    fuser.register_supported(copy_to_out_, lambda computed, *, out, after=(): True)
+    assert fuser.can_fuse(claimed)
+    assert claimed.sym.executor is thunder_ext.inplace_ex and claimed.subsymbols[0].sym is copy_to_out_
+
+
+# ---------------------------------------------------------------------------------------------------
+# The rules, one region at a time
+
+
+def region(trace, *outputs):
+    """Every op called in ``trace`` so far, as one region returning ``outputs``."""
+    bsyms = trace.bound_symbols
+    produced = {o.name for b in bsyms for o in b.flat_proxy_outs}
+    inputs = {p.name: p for b in bsyms for p in b.flat_proxy_args if p.name not in produced}
+    return fake_nvfuser.register_temporary_operation(
+        "nvFusion0", None, inputs=list(inputs.values()), outputs=list(outputs), bsyms=list(bsyms)
+    )
+
+
+def blocker(fusion):
+    (write,) = fused_writes(fusion)
+    return fused_write_blocker(fusion, write, Aliases([fusion]))
+
+
+def test_an_elementwise_update_of_out_is_proved():
+    with tracing("x", "y") as (trace, (x, y)):
+        w = copy_to_out_(prims.add(x, y), out=x)
+    assert blocker(region(trace, w)) is None
+
+
+def test_a_chain_of_elementwise_steps_reading_out_is_proved():
+    with tracing("x", "y") as (trace, (x, y)):
+        scaled = prims.mul(x, 2.0)
+        w = copy_to_out_(prims.where(prims.gt(y, 0.0), prims.add(scaled, y), scaled), out=x)
+    assert blocker(region(trace, w)) is None
+
+
+def test_a_region_that_only_copies_is_refused():
+    # Stock thunder's sharp edge: nvFuser may run no kernel for an aliased copy of an input.
+    with tracing("x", "y") as (trace, (x, y)):
+        w = copy_to_out_(y, out=x)
+    fusion = region(trace, w)
+    assert not is_copy_to_out(fusion), "a region of one write is a region, not a write"
+    assert "is not computed in `nvFusion0`" in blocker(fusion)
+
+
+def test_computed_produced_outside_the_region_is_refused():
+    # The upstream KV-cache failure: index_copy ran outside the region, only the write was fused.
+    with tracing("x", "computed", "y") as (trace, (x, computed, y)):
+        other = prims.mul(y, 3.0)
+        w = copy_to_out_(computed, out=x)
+    assert "`computed` is not computed in `nvFusion0`" in blocker(region(trace, w, other))
+
+
+def test_computed_returned_from_the_region_is_refused():
+    with tracing("x", "y") as (trace, (x, y)):
+        computed = prims.add(x, y)
+        w = copy_to_out_(computed, out=x)
+    assert f"`{computed.name}` is also an output" in blocker(region(trace, w, computed))
+
+
+def test_computed_read_by_another_op_in_the_region_is_refused():
+    with tracing("x", "y") as (trace, (x, y)):
+        computed = prims.add(x, y)
+        doubled = prims.mul(computed, 2.0)
+        w = copy_to_out_(computed, out=x)
+    assert f"`mul` also reads `{computed.name}`" in blocker(region(trace, w, doubled))
+
+
+def test_out_read_by_an_op_that_does_not_compute_computed_is_refused():
+    with tracing("x", "y") as (trace, (x, y)):
+        total = prims.sum(x, (0,))
+        w = copy_to_out_(prims.add(y, 1.0), out=x)
+    assert "`sum` uses `x`" in blocker(region(trace, w, total))
+
+
+def test_out_read_by_an_elementwise_step_whose_result_is_also_used_elsewhere_is_refused():
+    with tracing("x", "y") as (trace, (x, y)):
+        scaled = prims.mul(x, 2.0)
+        other = prims.exp(scaled)  # needs `scaled`, i.e. the old x, too
+        w = copy_to_out_(prims.add(scaled, y), out=x)
+    assert "`mul` uses `x`" in blocker(region(trace, w, other))
+
+
+def test_out_read_by_an_elementwise_step_whose_result_is_returned_is_refused():
+    with tracing("x", "y") as (trace, (x, y)):
+        scaled = prims.mul(x, 2.0)
+        w = copy_to_out_(prims.add(scaled, y), out=x)
+    assert "`mul` uses `x`" in blocker(region(trace, w, scaled))
+
+
+def test_out_read_at_other_elements_towards_computed_is_refused():
+    with tracing("x", "y", shape=(4, 4)) as (trace, (x, y)):
+        w = copy_to_out_(prims.add(prims.transpose(x, (1, 0)), y), out=x)
+    assert "`transpose` uses `x`" in blocker(region(trace, w))
+
+
+def test_a_view_of_out_read_towards_computed_is_refused():
+    with tracing("x", "y", shape=(4, 4)) as (trace, (x, y)):
+        view = prims.transpose(x, (1, 0))
+        (take_view,) = trace.bound_symbols
+        trace.bound_symbols.clear()  # the view is taken outside the region
+        w = copy_to_out_(prims.add(view, y), out=x)
+    fusion = region(trace, w)
+    (write,) = fused_writes(fusion)
+    assert f"`add` uses `{view.name}`" in fused_write_blocker(fusion, write, Aliases([take_view, fusion]))
+
+
+def test_the_written_value_read_in_the_region_is_refused():
+    with tracing("x", "y") as (trace, (x, y)):
+        w = copy_to_out_(prims.add(x, y), out=x)
+        after = prims.mul(w, 2.0)
+    assert f"`mul` uses `{w.name}`" in blocker(region(trace, after))
+
+
+def test_computed_by_another_write_in_the_region_is_refused():
+    with tracing("x", "y", "z") as (trace, (x, y, z)):
+        w = copy_to_out_(prims.add(y, 1.0), out=x)
+        again = copy_to_out_(w, out=z)
+    fusion = region(trace, again)
+    second = fused_writes(fusion)[1]
+    assert f"`{w.name}` is the result of another write" in fused_write_blocker(fusion, second, Aliases([fusion]))
+
+
+def test_out_computed_in_the_region_is_refused():
+    with tracing("y") as (trace, (y,)):
+        temporary = prims.mul(y, 2.0)
+        w = copy_to_out_(prims.add(temporary, 1.0), out=temporary)
+    assert "nvFuser aliases outputs to region inputs only" in blocker(region(trace, w))
+
+
+def test_a_view_returned_by_a_region_shares_its_input_storage():
+    # nvFuser can return a view op's result as a view of the region input: the storage relations must say so.
+    with tracing("x", shape=(4, 4)) as (trace, (x,)):
+        view = prims.transpose(x, (1, 0))
+        doubled = prims.mul(x, 2.0)
+    aliases = Aliases([region(trace, view, doubled)])
+    assert aliases.same_storage(view, x) and not aliases.same_storage(doubled, x)
+
+
+def test_the_elementwise_prims_follow_thunder():
+    assert {prims.PrimIDs.ADD, prims.PrimIDs.MUL, prims.PrimIDs.EXP, prims.PrimIDs.WHERE} <= ELEMENTWISE_PRIM_IDS
+    assert not {prims.PrimIDs.SUM, prims.PrimIDs.RESHAPE, prims.PrimIDs.TAKE} & ELEMENTWISE_PRIM_IDS
+
+
+# ---------------------------------------------------------------------------------------------------
+# The whole jit, with the fake nvFuser building regions
+
+
+def flat_prims(bsym):
+    """The prims an execution-trace op runs, or None if it runs something that is not a prim."""
+    if bsym.sym.is_prim and not bsym.sym.executor:
+        return [bsym]
+    if not bsym.subsymbols:
+        return None
+    parts = [flat_prims(s) for s in bsym.subsymbols]
+    return None if None in parts else [p for part in parts for p in part]
+
+
+# What the fake nvFuser fuses: elementwise prims and a reduction that its regions can run with PyTorch, and the writes.
+FUSIBLE = {
+    i for i in ELEMENTWISE_PRIM_IDS | {prims.PrimIDs.SUM, prims.PrimIDs.SHALLOW_COPY} if i in torch_ex.implmap
+} | {copy_to_out_.id}
+
+
+def fusible_prims(bsym):
+    parts = flat_prims(bsym)
+    return parts if parts and all(p.sym.id in FUSIBLE for p in parts) else None
+
+
+def others_first(bsyms):
+    """A topological order that runs the ops the fake nvFuser cannot fuse as early as dataflow allows, so
+    that fusible ops cluster as nvFuser's dataflow-based grouping would cluster them."""
+    *body, ret = bsyms
+    pending = {o.name for b in body for o in b.flat_proxy_outs}
+    order = []
+    while body:
+        ready = [b for b in body if not pending.intersection(p.name for p in b.flat_proxy_args)]
+        pick = next((b for b in ready if fusible_prims(b) is None), ready[0])
+        body.remove(pick)
+        order.append(pick)
+        pending.difference_update(o.name for o in pick.flat_proxy_outs)
+    return [*order, ret]
+
+
+class FakeFusionPass(Transform):
+    """Each maximal run of consecutive fusible ops becomes one region of the fake nvFuser, then thunder's
+    rematerialization runs, as in nvFuser's fusion pass."""
+
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        groups: list[tuple[bool, list]] = []  # (fused, bound symbols)
+        for b in others_first([b for b in trace.bound_symbols if b.sym.name != "python_del"]):
+            parts = fusible_prims(b)
+            if parts and groups and groups[-1][0]:
+                groups[-1][1].extend(parts)
+            else:
+                groups.append((parts is not None, parts or [b]))
+        bsyms = []
+        for i, (fused, group) in enumerate(groups):
+            if not fused:
+                bsyms += group
+                continue
+            produced = {o.name for b in group for o in b.flat_proxy_outs}
+            inputs = {p.name: p for b in group for p in b.flat_proxy_args if p.name not in produced}
+            later = {p.name for _, g in groups[i + 1 :] for b in g for p in b.flat_proxy_args}
+            outputs = [o for b in group for o in b.flat_proxy_outs if o.name in later]
+            bsyms.append(fake_nvfuser.fuse(fusion_region(inputs.values(), outputs, group), i))
+        new = from_trace(trace)
+        new.bound_symbols = bsyms
+        return update_fusion_call_ctx(rematerialize(new))
+
+
+def fake_nvfuser_jit(fn, **kwargs):
+    return thunder_ext.jit(fn, transforms=[FakeFusionPass()], **kwargs)
+
+
+def regions(jfn):
+    return [b for b in thunder.last_traces(jfn)[-1].bound_symbols if b.sym.is_fusion]
+
+
+def test_an_elementwise_update_is_written_by_the_region():
+    def f(x, y):
+        x.mul_(2).add_(y)
+        return y * 3
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), jit=fake_nvfuser_jit)
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how == "in place in an nvFuser region", decision
+    assert any(fused_writes(r) for r in regions(jfn))
+
+
+def test_the_upstream_kv_cache_failure_runs_its_writes_in_place_outside_the_region():
+    # thunder's copy_to_out_ PR: index_copy run by PyTorch, both writes fused into a copy-only region,
+    # `computed` also read by sdpa outside it.
+    def f(q, k, v, mask, idx, src):
+        q.index_copy_(2, idx, src)
+        k.index_copy_(2, idx, src)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, mask)
+
+    args = (
+        torch.randn(1, 4, 2, 16), torch.randn(1, 4, 3, 16), torch.randn(1, 4, 3, 16),
+        torch.ones(1, 1, 2, 3, dtype=torch.bool), torch.arange(2), torch.randn(1, 4, 2, 16),
+    )  # fmt: skip
+    jfn = assert_matches_eager(f, *args, jit=fake_nvfuser_jit, strict=True)
+    decisions = thunder_ext.inplace_decisions(jfn)
+    assert [d.how for d in decisions] == ["in place at the producer"] * 2, decisions
+    assert all("not in nvFuser: " in d.reason and "is not computed in" in d.reason for d in decisions)
+    assert not any(fused_writes(r) for r in regions(jfn))
+
+
+def test_a_write_whose_value_is_read_again_in_the_region_falls_back_to_a_reported_copy():
+    def f(x):
+        x.add_(1)
+        return x * 2
+
+    jfn = assert_matches_eager(f, torch.randn(4), jit=fake_nvfuser_jit)
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how == "copy" and "also reads" in decision.reason, decision
+    with pytest.raises(thunder_ext.UnprovenInplaceError, match="also reads"):
+        fake_nvfuser_jit(f, strict=True)(torch.randn(4))
+
+
+def test_a_reader_of_the_old_value_in_the_region_still_runs_before_the_write_given_back():
+    def f(x, y):
+        old = x * 2  # read in the region only, so the region must return it for the write's `after`
+        x.mul_(y)
+        return old.sum()
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), jit=fake_nvfuser_jit)
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how == "copy" and "not in nvFuser: `mul` uses" in decision.reason, decision
+
+
+def test_writes_through_a_view_and_into_the_base():
+    def f(x, y):
+        x[1:].add_(y[1:])
+        x.mul_(2)
+        return x.sum()
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), jit=fake_nvfuser_jit)
+    assert len(thunder_ext.inplace_decisions(jfn)) == 2
+
+
+# ---------------------------------------------------------------------------------------------------
+# Traces of regions built by hand: what no jitted function here makes the fake nvFuser build
+
+
+def computation(trace, *regions_and_return):
+    """``trace`` made of ``regions_and_return``, callable on its ``args``."""
+    trace.bound_symbols = list(regions_and_return)
+    trace._siginfo = SigInfo("computation")
+    trace._siginfo.args = [(a.name, None) for a in trace.args]
+    return trace
+
+
+def test_a_later_region_writes_the_written_tensor_again():
+    with tracing("x") as (trace, (x,)):
+        w = copy_to_out_(prims.add(x, 1.0), out=x)
+        again = copy_to_out_(prims.mul(w, 2.0), out=w)
+        result = prims.exp(again)
+    ops = trace.bound_symbols
+    trace.args = [x]
+    computation(
+        trace,
+        fake_nvfuser.fuse(fusion_region([x], [w], ops[:2]), 0),
+        fake_nvfuser.fuse(fusion_region([w], [again], ops[2:4]), 1),
+        fake_nvfuser.fuse(fusion_region([again], [result], ops[4:]), 2),
+        prims.python_return.bind(result, output=None),
+    )
+    proved, decisions = prove_inplace_writes(trace)
+    assert [d.how for d in decisions] == ["in place in an nvFuser region"] * 2
+    a = torch.randn(4)
+    ours = a.clone()
+    torch.testing.assert_close(proved.python_callable()(ours), torch.exp((a + 1) * 2))
+    torch.testing.assert_close(ours, (a + 1) * 2)
+
+
+def test_a_write_into_a_temporary_of_the_region_is_given_back_with_the_temporary():
+    with tracing("y") as (trace, (y,)):
+        temporary = prims.mul(y, 2.0)
+        w = copy_to_out_(prims.add(temporary, 1.0), out=temporary)
+        result = prims.exp(w)
+    ops = trace.bound_symbols
+    trace.args = [y]
+    computation(
+        trace,
+        fake_nvfuser.fuse(fusion_region([y], [w], ops[:3]), 0),
+        fake_nvfuser.fuse(fusion_region([w], [result], ops[3:]), 1),
+        prims.python_return.bind(result, output=None),
+    )
+    proved, (decision,) = prove_inplace_writes(trace)
+    assert decision.how == "copy" and "region inputs only" in decision.reason
+    region, write = [b for b in proved.bound_symbols if b.sym.name != "python_del"][:2]
+    assert temporary.name in {o.name for o in region.flat_proxy_outs} and is_copy_to_out(write)
+    a = torch.randn(4)
+    torch.testing.assert_close(proved.python_callable()(a), torch.exp(a * 2 + 1))
+
+
+def test_a_read_of_the_old_value_after_the_region_is_an_ordering_error():
+    with tracing("x") as (trace, (x,)):
+        w = copy_to_out_(prims.add(x, 1.0), out=x)
+        stale = prims.exp(x)
+    ops = trace.bound_symbols
+    trace.args = [x]
+    computation(
+        trace,
+        fake_nvfuser.fuse(fusion_region([x], [w], ops[:2]), 0),
+        fake_nvfuser.fuse(fusion_region([x], [stale], ops[2:]), 1),
+        prims.python_return.bind((w, stale), output=None),
+    )
+    with pytest.raises(thunder_ext.InplaceOrderingError, match=r"`nvFusion1` reads `x`.* in `nvFusion0` overwrote it"):
+        prove_inplace_writes(trace)
+
+
+def test_rematerialization_never_runs_a_write_twice():
+    # thunder's rematerialization moves `neg` and the write into the region that reads their result,
+    # which would then negate the already negated x a second time.
+    with tracing("x") as (trace, (x,)):
+        w = copy_to_out_(prims.neg(x), out=x)
+        result = prims.exp(prims.mul(w, 2.0))
+    negate, rest = trace.bound_symbols[:2], trace.bound_symbols[2:]
+    trace.args = [x]
+    computation(
+        trace,
+        fake_nvfuser.fuse(fusion_region([x], [w], negate), 0),
+        fake_nvfuser.fuse(fusion_region([w], [result], rest), 1),
+        prims.python_return.bind(result, output=None),
+    )
+    rematerialized = update_fusion_call_ctx(rematerialize(trace))
+    assert fused_writes(rematerialized.bound_symbols[1]), "the premise: rematerialization copied the write"
+    a = torch.randn(4)
+    stock = a.clone()
+    rematerialized.python_callable()(stock)
+    assert torch.equal(stock, a), "the premise: run twice, the write undoes itself"
+
+    proved, decisions = prove_inplace_writes(rematerialized)
+    assert [d.how for d in decisions] == ["in place in an nvFuser region"]
+    assert [bool(fused_writes(b)) for b in proved.bound_symbols if b.sym.is_fusion] == [True, False]
+    ours = a.clone()
+    torch.testing.assert_close(proved.python_callable()(ours), torch.exp(-2 * a))
+    torch.testing.assert_close(ours, -a)
