@@ -52,7 +52,7 @@ def _makes_fresh_storage(bsym: BoundSymbol) -> bool:
     )
 
 
-def elementwise(bsym: BoundSymbol) -> bool:
+def _elementwise(bsym: BoundSymbol) -> bool:
     """A functional elementwise op of the PyTorch executor, with one result, that has an ``out=`` form."""
     return bsym.sym.executor is torch_ex and bsym.sym.name in ELEMENTWISE_OPS and len(tensor_outs(bsym)) == 1
 
@@ -65,26 +65,22 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
     tensors = {t.name: t for b in bsyms for t in (*tensor_args(b), *tensor_outs(b))}
     sharing = Counter(aliases.storage_key(t) for t in tensors.values())
     fresh = {t.name for b in bsyms if _makes_fresh_storage(b) for t in tensor_outs(b)} - inputs
-    last_use = {p.name: k for k, b in enumerate(bsyms) for p in b.flat_proxy_args}
+    consumers: dict[str, list[int]] = {}  # in order, so the last is the last use
+    for k, b in enumerate(bsyms):
+        for name in {p.name for p in b.flat_proxy_args}:
+            consumers.setdefault(name, []).append(k)
 
     def dead_buffer(k: int, bsym: BoundSymbol) -> TensorProxy | None:
-        if not elementwise(bsym):
-            return None
         (y,) = tensor_outs(bsym)
         for a in tensor_args(bsym):
             if (
                 a.name in fresh
                 and sharing[aliases.storage_key(a)] == 1
-                and last_use[a.name] == k
+                and consumers[a.name][-1] == k
                 and (a.shape, a.dtype, a.device) == (y.shape, y.dtype, y.device)
             ):
                 return a
         return None
-
-    consumers: dict[str, list[int]] = {}
-    for k, b in enumerate(bsyms):
-        for name in {p.name for p in b.flat_proxy_args}:
-            consumers.setdefault(name, []).append(k)
 
     def next_write_target(k: int, bsym: BoundSymbol) -> TensorProxy | None:
         (y,) = tensor_outs(bsym)
@@ -105,9 +101,11 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
 
     reused = False
     for k, bsym in enumerate(bsyms):
-        if (a := dead_buffer(k, bsym)) is not None or (
-            elementwise(bsym) and (a := next_write_target(k, bsym)) is not None
-        ):
+        if not _elementwise(bsym):
+            continue
+        if (a := dead_buffer(k, bsym)) is None:
+            a = next_write_target(k, bsym)  # a proxy's truth value is not its presence: no `or` here
+        if a is not None:
             into = ELEMENTWISE_OPS[bsym.sym.name].bind(*bsym.args, **bsym.kwargs, out=a, output=bsym.output)
             into.subsymbols, into.header = [bsym], bsym.header
             bsyms[k], reused = into, True
