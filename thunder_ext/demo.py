@@ -18,6 +18,7 @@ import thunder
 import torch
 
 import thunder_ext
+from thunder_ext.transforms.aliasing import is_copy_to_out
 
 
 def small_model(max_seq_length: int) -> torch.nn.Module:
@@ -64,7 +65,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-seq-length", type=int, default=4096)
     parser.add_argument("--tokens", type=int, default=12)
+    # as the benchmarks do: a 2-thread OpenMP pool costs milliseconds per op on small VMs (docs/benchmarks.md)
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
     base = small_model(args.max_seq_length)
@@ -78,14 +82,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     ext = runners["thunder_ext.jit"]
     print("== KV-cache writes in the decode step's execution trace (thunder.last_traces(model)[-1]) ==")
-    for line in str(thunder.last_traces(ext)[-1]).splitlines():
-        if "copy_to_out_" in line and not line.lstrip().startswith("#"):
-            print(line.strip())
+    for bsym in thunder.last_traces(ext)[-1].bound_symbols:
+        # a write, or an op fused with the write it feeds (buffer reuse's ops are neither)
+        if is_copy_to_out(bsym) or any(is_copy_to_out(s) for s in bsym.subsymbols):
+            print(str(bsym).splitlines()[0].strip())
     print("\n== How the aliasing checker ran each write (thunder_ext.inplace_decisions(model)) ==")
     for decision in thunder_ext.inplace_decisions(ext):
         print(decision)
 
-    print(f"\n== Decode, 4 layers, n_embd 512, max_seq_length {args.max_seq_length}, {args.tokens} tokens, CPU ==")
+    print(f"\n== Decode, 4 layers, n_embd 512, max_seq_length {args.max_seq_length}, {args.tokens} tokens, CPU, {args.threads} thread(s) ==")
     eager_ms = statistics.median(results["eager"][1]) * 1e3
     for name, (tokens, seconds) in results.items():
         ms = statistics.median(seconds) * 1e3
