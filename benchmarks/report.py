@@ -15,6 +15,10 @@ class Target:
     measured: str
     met: bool
 
+    def cells(self) -> str:
+        """Its Markdown table cells: target | measured | met."""
+        return f"{self.text} | {self.measured} | {'yes' if self.met else '**no**'}"
+
 
 @dataclass
 class Table:
@@ -41,7 +45,7 @@ class Table:
         ]
         if self.targets:
             lines += ["", "| target | measured | met |", "| --- | --- | --- |"]
-            lines += [f"| {t.text} | {t.measured} | {'yes' if t.met else '**no**'} |" for t in self.targets]
+            lines += [f"| {t.cells()} |" for t in self.targets]
         if self.notes:
             lines += ["", *(f"- {note}" for note in self.notes)]
         return "\n".join(lines) + "\n"

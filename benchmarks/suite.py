@@ -58,7 +58,7 @@ def targets_page(tables: list[Table], where: str, command: str, minutes: float) 
     ]
     for table in tables:
         for t in table.targets:
-            lines.append(f"| [{table.name}]({table.name}.md) | {t.text} | {t.measured} | {'yes' if t.met else '**no**'} |")
+            lines.append(f"| [{table.name}]({table.name}.md) | {t.cells()} |")
     return "\n".join(lines) + "\n"
 
 
