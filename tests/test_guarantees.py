@@ -154,6 +154,41 @@ def test_copy_from_an_input_is_written_before_that_input_changes():
     assert len(writes_in(functionalized_trace(jfn))) == 2
 
 
+def test_copy_source_keeps_its_value_when_the_target_is_written_again():
+    # x takes r's value, not its identity: writing x again leaves r, and readers of r, alone.
+    def f(x):
+        r = x.clone()
+        x.copy_(r)
+        x.add_(-0.5)
+        return r, r * 2, r[:1].sum()
+
+    assert_matches_eager(f, torch.randn(3))
+
+
+def test_copy_source_written_later_lands_the_copy_first():
+    def f(x):
+        r = x.clone()
+        x.copy_(r)
+        r.add_(1.5)
+        x.mul_(2)
+        return r
+
+    jfn = assert_matches_eager(f, torch.randn(3), transforms=[HoistWrites()])
+    copy, *later = writes_in(functionalized_trace(jfn))
+    assert copy.args[0].name == "r"
+    assert any(copy.output.name in {p.name for p in w.kwargs["after"]} for w in later)  # the write of r
+
+
+def test_copy_from_an_intermediate_chains_into_one_write():
+    def f(x, y):
+        x.copy_(y * 2)
+        x.add_(1)
+        return x
+
+    jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3))
+    assert len(writes_in(functionalized_trace(jfn))) == 1
+
+
 def test_copy_to_out_meta_rejects_mismatches_naming_both_tensors():
     from thunder_ext.primitive import CopyToOutError
 

@@ -183,5 +183,8 @@ class Aliases:
     def same_storage(self, a: TensorProxy, b: TensorProxy) -> bool:
         return self._storage.find(a.name) == self._storage.find(b.name)
 
+    def tensor_key(self, a: TensorProxy) -> str:
+        return self._tensor.find(a.name)
+
     def storage_key(self, a: TensorProxy) -> str:
         return self._storage.find(a.name)

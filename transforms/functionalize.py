@@ -4,15 +4,16 @@ Rule: every in-place op becomes its functional computation; its target is writte
 ``copy_to_out_(computed, out=target, after=readers)``, emitted at the latest point where the
 target's storage is not yet observed.
 
-From that rule follow the guarantees this pass owns (tests/test_functionalize.py checks each):
+From that rule follow the guarantees this pass owns (tests/test_guarantees.py checks each):
 
 1. *One write per tensor.* Readers of a written value read ``computed`` itself, so a chain
    ``x.add_(y); z = x * 3; x.mul_(2)`` computes ``t0 = x + y; z = t0 * 3; t1 = t0 * 2`` and writes
    ``x`` once, with ``t1``. The write is emitted only when the storage is observed some other way:
    an op reads an alias of the target (the base of a written view, another view of it), a write
-   to another alias of it begins, or the trace returns. ``computed`` that is itself backed by
-   storage (``x.copy_(y)`` computes ``y``) is written at once: deferring it would let a later write
-   to ``y`` change what readers of ``x`` see.
+   to another alias of it begins, or the trace returns. ``x.copy_(y)`` computes ``y`` itself: when
+   the program still names ``y``'s storage later, the write lands at once, since deferring it would
+   let a later write to ``y`` change what readers of ``x`` see. Names resolve by the tensor they
+   denote, so writing ``x`` again never renames ``y``.
 2. *Readers of the old value run before the write.* ``after`` holds the result of every op that
    read the target's storage since its last write, except those ``computed`` already depends on.
    It is a dataflow edge: no pass that respects dataflow can move the write above such a reader.
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 import thunder.torch as ltorch
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, variableify
-from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.core.transform_common import dce
@@ -46,13 +46,15 @@ from thunder_ext.transforms.aliasing import (
     is_view_op,
     may_fail_at_runtime,
     tensor_args,
+    tensor_outs,
     thunder_inplace_write,
 )
 
 
 @dataclass
 class _PendingWrite:
-    target: TensorProxy
+    tensor: str  # the written tensor (``Aliases.tensor_key``)
+    target: TensorProxy  # its name when the write began: the ``out`` of the write
     computed: TensorProxy
     follows: list[Proxy]  # results of the ops before it that may fail at runtime
 
@@ -60,30 +62,29 @@ class _PendingWrite:
 @dataclass
 class _Functionalizer:
     trace: TraceCtx  # the trace being built, which names new proxies
-    aliases: Aliases
-    inputs: set[str]
+    aliases: Aliases  # over the input trace, whose names denote runtime tensors
+    last_reference: dict[str, int]  # storage key -> index of the last op of the input trace that names it
     out: list[BoundSymbol] = field(default_factory=list)
-    renamed: dict[str, Proxy] = field(default_factory=dict)
-    storage_of_result: dict[str, str] = field(default_factory=dict)  # write results -> storage key
+    value: dict[str, Proxy] = field(default_factory=dict)  # written tensor -> proxy of its current value
     pending: dict[str, _PendingWrite] = field(default_factory=dict)  # storage key -> write
     readers: dict[str, list[Proxy]] = field(default_factory=dict)  # storage key -> reader results
     producer: dict[str, BoundSymbol] = field(default_factory=dict)
     may_fail: list[Proxy] = field(default_factory=list)  # results of ops that may fail at runtime, so far
 
     def resolve(self, p: Proxy) -> Proxy:
-        while p.name in self.renamed:
-            p = self.renamed[p.name]
-        return p
+        """The current value of the tensor that ``p`` names.
+
+        Keyed by tensor, not by value: after ``x.copy_(y)`` the name ``x`` resolves to ``y``, while
+        ``y`` stays ``y`` when ``x`` is written again.
+        """
+        return self.value.get(self.aliases.tensor_key(p), p) if isinstance(p, TensorProxy) else p
 
     def storage(self, t: TensorProxy) -> str:
-        return self.storage_of_result.get(t.name) or self.aliases.storage_key(t)
+        return self.aliases.storage_key(t)
 
-    def pending_write_of(self, computed: TensorProxy) -> str | None:
-        """The storage key whose pending write will store ``computed``, if any."""
-        for key, write in self.pending.items():
-            if write.computed.name == computed.name:
-                return key
-        return None
+    def reads_pending_value(self, t: TensorProxy) -> bool:
+        write = self.pending.get(self.storage(t))
+        return write is not None and write.tensor == self.aliases.tensor_key(t)
 
     def emit(self, bsym: BoundSymbol, *, rename: bool = True) -> None:
         swap = {variableify(p): self.resolve(p) for p in bsym.flat_proxy_args if self.resolve(p) is not p}
@@ -111,16 +112,15 @@ class _Functionalizer:
         after = tuple(after.values())
         with tracectx(self.trace):
             result = TensorProxy(like=write.target)
-        # The target is named as it was when written: later names of it denote the new value.
+        # The target is named as it was when written: its later names denote the new value.
         self.emit(copy_to_out_.bind(write.computed, out=write.target, after=after, output=result), rename=False)
-        self.storage_of_result[result.name] = key
+        self.value[write.tensor] = result
         return result
 
     def observe(self, key: str) -> None:
         """The storage ``key`` is about to be observed: its pending write must land first."""
         if key in self.pending:
-            computed = self.pending[key].computed
-            self.renamed[computed.name] = self.flush(key)
+            self.flush(key)
 
     def read(self, bsym: BoundSymbol) -> None:
         """Flush writes whose storage ``bsym`` observes; note it as a reader of the old values.
@@ -131,13 +131,10 @@ class _Functionalizer:
         """
         view = is_view_op(bsym)
         keys = []
-        for t in map(self.resolve, tensor_args(bsym)):
-            key = self.pending_write_of(t)
-            if key is None:
-                key = self.storage(t)
-            elif not view:
+        for t in tensor_args(bsym):
+            if self.reads_pending_value(t) and not view:
                 continue
-            if key not in keys:
+            if (key := self.storage(t)) not in keys:
                 keys.append(key)
         for key in keys:
             self.observe(key)
@@ -145,24 +142,24 @@ class _Functionalizer:
             for key in keys:
                 self.readers.setdefault(key, []).extend(bsym.flat_proxy_outs)
 
-    def write(self, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
+    def write(self, index: int, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
         for functional_part in bsym.subsymbols[:-1]:
             self.read(functional_part)
             self.emit(functional_part)
-        computed, target = self.resolve(computed), self.resolve(target)
-        computed = self.conform(computed, target)
-        key = self.pending_write_of(target)
-        if key is not None:  # a chain: the pending value is overwritten before anything observed it
-            self.pending[key].computed = computed
-            self.pending[key].follows = list(self.may_fail)
+        source, key, tensor = computed, self.storage(target), self.aliases.tensor_key(target)
+        computed = self.conform(self.resolve(computed), target)
+        write = self.pending.get(key)
+        if write is not None and write.tensor == tensor:  # a chain: overwritten before anything observed it
+            write.computed, write.follows = computed, list(self.may_fail)
         else:
-            key = self.storage(target)
             self.observe(key)
-            self.pending[key] = _PendingWrite(target, computed, list(self.may_fail))
-        new_value = self.flush(key) if self._is_storage_backed(computed) else computed
-        # Later reads of the target by its old name (only a direct copy_to_out_ leaves any) see the new value.
-        for o in [*bsym.flat_proxy_outs, target]:
-            self.renamed[o.name] = new_value
+            self.pending[key] = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail))
+        self.value[tensor] = computed
+        if self.last_reference.get(self.storage(source), -1) > index:
+            # ``x.copy_(y)`` with ``y`` still reachable: deferring would let a later write to ``y`` reach
+            # the readers of ``x``. The write lands now, and a later write to ``y`` waits for it.
+            result = self.flush(key)
+            self.readers.setdefault(self.storage(source), []).append(result)
 
     def conform(self, computed: TensorProxy, target: TensorProxy) -> TensorProxy:
         """``copy_`` broadcasts and converts its source; ``copy_to_out_`` takes it as ``target`` is."""
@@ -176,27 +173,20 @@ class _Functionalizer:
             self.emit(bsym)
         return value
 
-    def _is_storage_backed(self, t: TensorProxy) -> bool:
-        bsym = self.producer.get(t.name)
-        return (
-            bsym is None
-            or t.name in self.inputs
-            or any(f(bsym) for f in (is_view_op, is_update_aliases, is_copy_to_out))
-        )
-
     def update_aliases(self, bsym: BoundSymbol) -> None:
-        ins = [self.resolve(t) for t in tensor_args(bsym)]
-        if all(self.pending_write_of(t) is not None for t in ins):
-            # Nothing but the pending values themselves: a rename, nothing observes the storage.
-            for before, after in zip(ins, bsym.flat_proxy_outs):
-                self.renamed[after.name] = before
+        ins = tensor_args(bsym)
+        if all(map(self.reads_pending_value, ins)):
+            # Nothing but pending values: nothing observes the storage, and its results, which name the
+            # same tensors, resolve to those values.
             return
         for t in ins:
-            self.observe(self.pending_write_of(t) or self.storage(t))
+            self.observe(self.storage(t))
         self.emit(bsym)
+        for o in tensor_outs(bsym):
+            self.value[self.aliases.tensor_key(o)] = o
 
     def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
-        for bsym in bsyms:
+        for index, bsym in enumerate(bsyms):
             if bsym.sym.id == PrimIDs.RETURN:
                 for key in list(self.pending):
                     self.observe(key)
@@ -204,11 +194,19 @@ class _Functionalizer:
             elif is_update_aliases(bsym):
                 self.update_aliases(bsym)
             elif (write := thunder_inplace_write(bsym)) is not None:
-                self.write(bsym, *write)
+                self.write(index, bsym, *write)
             else:
                 self.read(bsym)
                 self.emit(bsym)
         return self.out
+
+
+def _last_reference(bsyms: list[BoundSymbol], aliases: Aliases) -> dict[str, int]:
+    last = {}
+    for index, bsym in enumerate(bsyms):
+        for t in (*tensor_args(bsym), *tensor_outs(bsym)):
+            last[aliases.storage_key(t)] = index
+    return last
 
 
 def _needs_autograd(trace: TraceCtx) -> bool:
@@ -221,8 +219,8 @@ def functionalize_writes(trace: TraceCtx) -> TraceCtx:
         return trace
     trace = dce(trace)
     new_trace = from_trace(trace)
-    inputs = {p.name for p in tree_flatten((trace.args, trace.kwargs))[0] if isinstance(p, Proxy)}
-    functionalizer = _Functionalizer(new_trace, Aliases(trace.bound_symbols), inputs)
+    aliases = Aliases(trace.bound_symbols)
+    functionalizer = _Functionalizer(new_trace, aliases, _last_reference(trace.bound_symbols, aliases))
     new_trace.bound_symbols = functionalizer.run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: functionalize writes into copy_to_out_"))
     return new_trace
