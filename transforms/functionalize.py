@@ -62,7 +62,7 @@ class _PendingWrite:
 @dataclass
 class _Functionalizer:
     trace: TraceCtx  # the trace being built, which names new proxies
-    aliases: Aliases  # over the input trace, whose names denote runtime tensors
+    aliases: Aliases  # over the input trace, whose names denote runtime tensors, and its writes' own ops
     last_reference: dict[str, int]  # storage key -> index of the last op of the input trace that names it
     out: list[BoundSymbol] = field(default_factory=list)
     value: dict[str, Proxy] = field(default_factory=dict)  # written tensor -> proxy of its current value
@@ -144,6 +144,7 @@ class _Functionalizer:
 
     def write(self, index: int, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
         for functional_part in bsym.subsymbols[:-1]:
+            self.aliases.add(functional_part)  # a view among them (copy_ expands its source) shares its storage
             self.read(functional_part)
             self.emit(functional_part)
         source, key, tensor = computed, self.storage(target), self.aliases.tensor_key(target)
