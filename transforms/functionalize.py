@@ -41,7 +41,6 @@ from thunder.core.transform_common import dce
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
     Aliases,
-    is_copy_to_out,
     is_update_aliases,
     is_view_op,
     may_fail_at_runtime,
