@@ -1,15 +1,19 @@
 """Run the benchmark suite and write its tables, plots and targets into docs/benchmarks/.
 
 Cases run config by config under one progress bar; then each case's table (and plot) is written, and
-``targets.md``: every number the suite is asked to meet, as measured, met or not.
+``targets.md``: every number the suite is asked to meet, as measured, met or not. A run of some cases
+updates their rows only: ``targets.json`` keeps each case's targets with the run that measured them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import date
 from pathlib import Path
 
 import torch
@@ -17,7 +21,7 @@ from tqdm import tqdm
 
 from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, prefill
 from thunder_ext.benchmarks.measure import machine
-from thunder_ext.benchmarks.report import Table
+from thunder_ext.benchmarks.report import Table, Target
 
 CASES = {
     "kv_write": kv_cache_write,
@@ -47,18 +51,30 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def targets_page(tables: list[Table], where: str, command: str, minutes: float) -> str:
+def record_targets(folder: Path, tables: list[Table], run: str) -> dict[str, dict]:
+    """Merge this run's targets into ``folder/targets.json`` (case -> run and targets) and return the record."""
+    path = folder / "targets.json"
+    record = json.loads(path.read_text()) if path.exists() else {}
+    for table in tables:
+        record[table.name] = {"run": run, "targets": [asdict(t) for t in table.targets]}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def targets_page(record: dict[str, dict]) -> str:
+    runs = list(dict.fromkeys(entry["run"] for entry in record.values()))
     lines = [
         "# Benchmark targets",
         "",
-        f"Machine: {where}. Command: `{command}` ({minutes:.1f} minutes).",
+        "Each case as its latest run measured it; the runs are listed below the table.",
         "",
-        "| case | target | measured | met |",
-        "| --- | --- | --- | --- |",
+        "| case | target | measured | met | run |",
+        "| --- | --- | --- | --- | --- |",
     ]
-    for table in tables:
-        for t in table.targets:
-            lines.append(f"| [{table.name}]({table.name}.md) | {t.cells()} |")
+    for name, entry in record.items():
+        for t in entry["targets"]:
+            lines.append(f"| [{name}]({name}.md) | {Target(**t).cells()} | {runs.index(entry['run']) + 1} |")
+    lines += ["", *(f"{i}. {run}" for i, run in enumerate(runs, 1))]
     return "\n".join(lines) + "\n"
 
 
@@ -79,7 +95,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 tables.append(CASES[name].report(results[name]))
                 written = ", ".join(str(p) for p in tables[-1].write(args.out, where))
                 bar.write(f"{tables[-1].markdown(where)}\nwrote {written}\n")
-    command = "thunder-ext bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    page = targets_page(tables, where, command.strip(), (time.perf_counter() - start) / 60)
+    command = ("thunder-ext bench " + " ".join(sys.argv[1:] if argv is None else argv)).strip()
+    minutes = (time.perf_counter() - start) / 60
+    run = f"`{command}` on {where}, {date.today().isoformat()} ({minutes:.1f} minutes)"
+    page = targets_page(record_targets(args.out, tables, run))
     (args.out / "targets.md").write_text(page)
     print(page)

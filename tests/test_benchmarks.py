@@ -5,7 +5,8 @@ import torch
 
 from thunder_ext.benchmarks import kv_cache_write
 from thunder_ext.benchmarks.measure import Allocations, allocations
-from thunder_ext.benchmarks.suite import parse
+from thunder_ext.benchmarks.report import Table, Target
+from thunder_ext.benchmarks.suite import parse, record_targets, targets_page
 
 CPU = torch.device("cpu")
 
@@ -41,3 +42,17 @@ def test_kv_write_targets_follow_the_measurements(t256, t16384, bytes_, met):
     table = kv_cache_write.report(_kv_results(t256, t16384, bytes_))
     assert [t.met for t in table.targets] == met
     assert "16384" in table.markdown("test machine")
+
+
+def test_a_run_of_some_cases_keeps_the_targets_of_the_others(tmp_path):
+    def table(name: str, measured: str) -> Table:
+        return Table(name, name, "", [], targets=[Target(f"{name} target", measured, True)])
+
+    record_targets(tmp_path, [table("kv_cache_write", "1.05x"), table("adam", "1.49x")], "full run")
+    page = targets_page(record_targets(tmp_path, [table("adam", "1.20x")], "adam alone"))
+    rows = [line for line in page.splitlines() if line.startswith("| [")]
+    assert rows == [
+        "| [kv_cache_write](kv_cache_write.md) | kv_cache_write target | 1.05x | yes | 1 |",
+        "| [adam](adam.md) | adam target | 1.20x | yes | 2 |",
+    ]
+    assert "1. full run" in page and "2. adam alone" in page
