@@ -5,8 +5,9 @@ reproduces. Setting the variable gives a long, randomized run::
 
     THUNDER_EXT_FUZZ_EXAMPLES=5000 .venv/bin/python -m pytest tests/test_fuzz_against_eager.py -k random
 
-A failing program is printed as Python and saved to ``tests/fuzz_regressions/``; every file there
-is replayed by ``test_regression`` on each run, so commit it with the fix.
+A failing program is printed as Python and saved to ``tests/fuzz_regressions/``: at once as found,
+then replaced by its shrunk form when shrinking ends. Every file there is replayed by
+``test_regression`` on each run, so commit it with the fix.
 """
 
 import os
@@ -22,6 +23,7 @@ from program_fuzzer import Program, check_against_eager, programs
 LONG_RUN = "THUNDER_EXT_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("THUNDER_EXT_FUZZ_EXAMPLES", "300"))
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
+_UNSHRUNK: list[Path] = []  # the first failing program of this run, saved as soon as it failed
 
 
 @settings(
@@ -37,10 +39,22 @@ def test_random_inplace_programs_match_eager(program: Program):
     except UnsatisfiedAssumption:
         raise
     except Exception:
-        if current_build_context().is_final:  # the shrunk example, not every step of shrinking
-            REGRESSIONS.mkdir(exist_ok=True)
-            (REGRESSIONS / f"found_{program.name}.py").write_text(program.source)
+        if current_build_context().is_final:  # the shrunk example replaces the first one
+            for path in _UNSHRUNK:
+                path.unlink(missing_ok=True)
+            _save(program)
+        elif not _UNSHRUNK:
+            # Shrinking compiles every candidate and may take many minutes: a run stopped while
+            # shrinking still leaves the program it found.
+            _UNSHRUNK.append(_save(program))
         raise
+
+
+def _save(program: Program) -> Path:
+    REGRESSIONS.mkdir(exist_ok=True)
+    path = REGRESSIONS / f"found_{program.name}.py"
+    path.write_text(program.source)
+    return path
 
 
 @pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
