@@ -9,6 +9,8 @@ Two kinds of operator:
   that nothing else needs the storage ``computed`` would have had. Ops that update a base tensor
   (``index_copy``, ``scatter``...) run as the base's in-place method on ``out``, after loading the
   base into ``out`` unless the base already is ``out``; elementwise ops run with ``out=``.
+- ``<op>_into(*args, out=buffer)``: an elementwise op computed into a buffer that buffer reuse
+  (``thunder_ext.transforms.reuse_buffers``) found dead or about to be overwritten.
 """
 
 from __future__ import annotations
@@ -78,9 +80,12 @@ def _fused_meta(*args, out: TensorProxy, **kwargs) -> TensorProxy:
 
 
 def _register(name: str, run: Callable[..., torch.Tensor]):
-    return inplace_ex.register_operator(f"copy_to_out_{name}", meta=_fused_meta, fn=run)
+    return inplace_ex.register_operator(name, meta=_fused_meta, fn=run)
 
 
-BASE_UPDATE_OPS = {name: _register(name, _base_update(update)) for name, update in _BASE_UPDATES.items()}
-ELEMENTWISE_OPS = {name: _register(name, _elementwise(getattr(torch, name))) for name in _ELEMENTWISE}
-ELEMENTWISE_OPS["where"] = _register("where", _where)
+_ELEMENTWISE_RUNS = {name: _elementwise(getattr(torch, name)) for name in _ELEMENTWISE} | {"where": _where}
+BASE_UPDATE_OPS = {name: _register(f"copy_to_out_{name}", _base_update(u)) for name, u in _BASE_UPDATES.items()}
+ELEMENTWISE_OPS = {name: _register(f"copy_to_out_{name}", run) for name, run in _ELEMENTWISE_RUNS.items()}
+# The same kernels for buffer reuse (transforms/reuse_buffers.py), named apart: their `out` is a dead
+# buffer or the next write's target, not a write of the program.
+INTO_OPS = {name: _register(f"{name}_into", run) for name, run in _ELEMENTWISE_RUNS.items()}

@@ -7,12 +7,13 @@ from thunder.core.proxies import variableify
 from thunder.core.trace import from_trace
 
 from helpers import assert_matches_eager
+from thunder_ext.executors.torch_inplace import INTO_OPS
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 
 
 def reused_in(trace) -> list[str]:
     """The ops of ``trace`` that run into another tensor's buffer without being a write."""
-    return [b.subsymbols[0].sym.name for b in trace.bound_symbols if len(b.subsymbols) == 1 and "out" in b.kwargs]
+    return [b.sym.name.removesuffix("_into") for b in trace.bound_symbols if b.sym in INTO_OPS.values()]
 
 
 def reused(jfn) -> list[str]:

@@ -1,14 +1,14 @@
 """Buffer reuse: an elementwise op computes into a buffer that is dead or about to be overwritten.
 
 Rule 1, a dead argument: ``y = op(..., a, ...)``, an elementwise op of the PyTorch executor that has an ``out=`` form
-(``executors.torch_inplace.ELEMENTWISE_OPS``), runs as ``op(..., a, ..., out=a)`` when ``a``
+(``executors.torch_inplace.INTO_OPS``), runs as ``<op>_into(..., a, ..., out=a)`` when ``a``
 
 - is an intermediate this trace allocated: made by an op that returns fresh storage (not a view, not
   a write, not ``update_aliases``, not a fusion), sharing storage with no other tensor of the trace;
 - has ``y``'s shape, dtype and device;
 - is used by nothing after the op (not returned, not an ordering edge of a later write).
 
-Rule 2, the target of the next write: ``y = op(...)``, elementwise as above, runs as ``op(..., out=o)``
+Rule 2, the target of the next write: ``y = op(...)``, elementwise as above, runs as ``<op>_into(..., out=o)``
 when its only consumer is an elementwise op that writes ``o`` in place (``op2(y, ..., out=o)``, from
 the checker), ``y`` has ``o``'s shape, dtype and device, ``op`` reads ``o``'s storage only as ``o``
 itself, ``op2`` reads it only through ``y`` and ``out``, and nothing between the two touches it. So
@@ -35,7 +35,7 @@ from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.executors.passes import del_last_used
 from thunder.executors.torchex import ex as torch_ex
 
-from thunder_ext.executors.torch_inplace import ELEMENTWISE_OPS
+from thunder_ext.executors.torch_inplace import ELEMENTWISE_OPS, INTO_OPS
 from thunder_ext.transforms.aliasing import (
     Aliases,
     is_update_aliases,
@@ -54,7 +54,7 @@ def _makes_fresh_storage(bsym: BoundSymbol) -> bool:
 
 def _elementwise(bsym: BoundSymbol) -> bool:
     """A functional elementwise op of the PyTorch executor, with one result, that has an ``out=`` form."""
-    return bsym.sym.executor is torch_ex and bsym.sym.name in ELEMENTWISE_OPS and len(tensor_outs(bsym)) == 1
+    return bsym.sym.executor is torch_ex and bsym.sym.name in INTO_OPS and len(tensor_outs(bsym)) == 1
 
 
 def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
@@ -106,7 +106,7 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
         if (a := dead_buffer(k, bsym)) is None:
             a = next_write_target(k, bsym)  # a proxy's truth value is not its presence: no `or` here
         if a is not None:
-            into = ELEMENTWISE_OPS[bsym.sym.name].bind(*bsym.args, **bsym.kwargs, out=a, output=bsym.output)
+            into = INTO_OPS[bsym.sym.name].bind(*bsym.args, **bsym.kwargs, out=a, output=bsym.output)
             into.subsymbols, into.header = [bsym], bsym.header
             bsyms[k], reused = into, True
     if not reused:
