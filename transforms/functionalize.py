@@ -22,7 +22,8 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    an index out of range), so such a failure always comes before the write.
 4. *Readers of the new value run after the write.* They read ``computed`` (which the write
    consumes) or, once the write is emitted, its result; reads through other aliases go through
-   thunder's ``update_aliases``, which now consumes the write's result.
+   an ``update_aliases`` that consumes the write's result: thunder's, or, for an alias thunder
+   does not rename (named before the write, read after it), one this pass adds (``refresh``).
 
 Traces that need autograd are returned unchanged: ``copy_to_out_`` has no backward rule.
 """
@@ -32,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import thunder.torch as ltorch
+from thunder.core import prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
@@ -68,6 +70,8 @@ class _Functionalizer:
     pending: dict[str, _PendingWrite] = field(default_factory=dict)  # storage key -> write
     readers: dict[str, list[Proxy]] = field(default_factory=dict)  # storage key -> reader results
     producer: dict[str, BoundSymbol] = field(default_factory=dict)
+    landed: dict[str, TensorProxy] = field(default_factory=dict)  # storage key -> latest write landed in it
+    synced: dict[str, str] = field(default_factory=dict)  # tensor -> the landed write its current name follows
     may_fail: list[Proxy] = field(default_factory=list)  # results of ops that may fail at runtime, so far
 
     def resolve(self, p: Proxy) -> Proxy:
@@ -91,6 +95,9 @@ class _Functionalizer:
         self.out.append(bsym)
         for o in bsym.flat_proxy_outs:
             self.producer[o.name] = bsym
+        for o in tensor_outs(bsym):  # made now, from names that follow every landed write (refresh)
+            if (landed := self.landed.get(self.storage(o))) is not None:
+                self.synced[self.aliases.tensor_key(o)] = landed.name
         if may_fail_at_runtime(bsym):
             self.may_fail.extend(bsym.flat_proxy_outs)
 
@@ -114,7 +121,25 @@ class _Functionalizer:
         # The target is named as it was when written: its later names denote the new value.
         self.emit(copy_to_out_.bind(write.computed, out=write.target, after=after, output=result), rename=False)
         self.value[write.tensor] = result
+        self.landed[key] = result
+        self.synced[write.tensor] = result.name
         return result
+
+    def refresh(self, t: TensorProxy) -> None:
+        """Rule 4 for an alias whose name predates the latest write to its storage (``v = x.view(-1);
+        x.mul_(2); y.copy_(v)``): thunder renames it only before an in-place op on it, so its readers
+        would follow the write in program order alone. Renaming it through ``update_aliases`` with the
+        write's result, as thunder does, makes them depend on the write."""
+        landed, tensor = self.landed.get(self.storage(t)), self.aliases.tensor_key(t)
+        if landed is None or self.synced.get(tensor) == landed.name:
+            return
+        self.trace.push_scope([])
+        with tracectx(self.trace):
+            renamed, _ = prims.update_aliases((self.resolve(t), landed))
+        for bsym in self.trace.pop_scope():
+            self.emit(bsym, rename=False)
+        self.value[tensor] = renamed
+        self.synced[tensor] = landed.name
 
     def observe(self, key: str) -> None:
         """The storage ``key`` is about to be observed: its pending write must land first."""
@@ -137,6 +162,9 @@ class _Functionalizer:
                 keys.append(key)
         for key in keys:
             self.observe(key)
+        for t in tensor_args(bsym):
+            if not self.reads_pending_value(t):
+                self.refresh(t)
         if not view:
             for key in keys:
                 self.readers.setdefault(key, []).extend(bsym.flat_proxy_outs)
@@ -147,12 +175,16 @@ class _Functionalizer:
             self.read(functional_part)
             self.emit(functional_part)
         source, key, tensor = computed, self.storage(target), self.aliases.tensor_key(target)
+        if not self.reads_pending_value(source):  # x.copy_(y) reads y's storage
+            self.observe(self.storage(source))
+            self.refresh(source)
         computed = self.conform(self.resolve(computed), target)
         write = self.pending.get(key)
         if write is not None and write.tensor == tensor:  # a chain: overwritten before anything observed it
             write.computed, write.follows = computed, list(self.may_fail)
         else:
             self.observe(key)
+            self.refresh(target)
             self.pending[key] = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail))
         self.value[tensor] = computed
         if self.last_reference.get(self.storage(source), -1) > index:
@@ -181,6 +213,10 @@ class _Functionalizer:
             return
         for t in ins:
             self.observe(self.storage(t))
+        carried = {self.resolve(t).name for t in ins}
+        for t in ins:  # a group that carries the latest write of its storage follows it already
+            if (landed := self.landed.get(self.storage(t))) is None or landed.name not in carried:
+                self.refresh(t)
         self.emit(bsym)
         for o in tensor_outs(bsym):
             self.value[self.aliases.tensor_key(o)] = o
