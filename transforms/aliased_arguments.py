@@ -8,11 +8,13 @@ later call with other views of the same shapes hits the same cache entry.
 
 It also counts positions among the call's arguments but applies them to the computation's, which
 drops unused arguments: for ``f(x, x, y)`` whose body never reads its second parameter, ``y`` is
-replaced by ``x``.
+replaced by ``x``; for ``f(x, y, x)`` that never reads ``y``, the second ``x`` sits at position 1
+of the computation, thunder looks for it at position 2, and the two are traced as unrelated tensors.
 
 Rule: where the computation writes in place, a prologue that admits aliased arguments checks, on every call, that each aliased argument
-is one of those two cases and that each position names the same tensor among the call's and the
-computation's arguments; otherwise it raises ``AliasedArgumentsError`` before anything runs.
+is one of those two cases and that thunder's positions find the group among the computation's
+arguments: each position it applies names a member, and members it does not name are at most one;
+otherwise it raises ``AliasedArgumentsError`` before anything runs.
 Calls without aliased arguments get no check: thunder's cache key already tells them apart.
 Read-only functions get none either: thunder leaves their aliased arguments as they are.
 """
@@ -50,14 +52,18 @@ def _representable(first: torch.Tensor, other: torch.Tensor) -> bool:
 def _check_aliased_arguments(args, kwargs, computation_args, groups: str) -> None:
     flat, _ = tree_flatten((args, kwargs))
     for group in groups.split("-"):
-        first, *others = (int(i) for i in group.split(","))
-        for i in (first, *others):
-            if i < len(computation_args) and computation_args[i] is not flat[i]:
-                raise AliasedArgumentsError(
-                    f"thunder_ext.jit: argument {first} is passed again as argument {i} (flattened positions), "
-                    "and thunder 0.2.6 would apply that aliasing to the wrong tensor because the function does "
-                    "not use every argument, so nothing was run. Pass the tensor once."
-                )
+        first, *others = positions = [int(i) for i in group.split(",")]
+        members = {id(flat[i]) for i in positions}
+        applied = [i for i in positions if i < len(computation_args)]
+        holding = {j for j, a in enumerate(computation_args) if id(a) in members}
+        misplaced = any(id(computation_args[i]) not in members for i in applied)  # a stranger made an alias
+        unseen = len(holding) > 1 and not holding <= set(applied)  # aliases traced as unrelated tensors
+        if misplaced or unseen:
+            raise AliasedArgumentsError(
+                f"thunder_ext.jit: arguments {', '.join(map(str, positions))} (flattened positions) share storage, "
+                "and thunder 0.2.6 would apply that aliasing to the wrong arguments because the function does "
+                "not use every argument, so nothing was run. Pass the tensor once."
+            )
         for i in others:
             if not _representable(flat[first], flat[i]):
                 raise AliasedArgumentsError(
