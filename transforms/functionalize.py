@@ -30,7 +30,9 @@ Traces that need autograd are returned unchanged: ``copy_to_out_`` has no backwa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import thunder.torch as ltorch
 from thunder.core import prims
@@ -133,11 +135,7 @@ class _Functionalizer:
         landed, tensor = self.landed.get(self.storage(t)), self.aliases.tensor_key(t)
         if landed is None or self.synced.get(tensor) == landed.name:
             return
-        self.trace.push_scope([])
-        with tracectx(self.trace):
-            renamed, _ = prims.update_aliases((self.resolve(t), landed))
-        for bsym in self.trace.pop_scope():
-            self.emit(bsym, rename=False)
+        renamed, _ = self.traced(lambda: prims.update_aliases((self.resolve(t), landed)))
         self.value[tensor] = renamed
         self.synced[tensor] = landed.name
 
@@ -197,13 +195,18 @@ class _Functionalizer:
         """``copy_`` broadcasts and converts its source; ``copy_to_out_`` takes it as ``target`` is."""
         if (computed.shape, computed.dtype, computed.device) == (target.shape, target.dtype, target.device):
             return computed
+        return self.traced(
+            lambda: ltorch.to(ltorch.expand(computed, target.shape), device=target.device, dtype=target.dtype)
+        )
+
+    def traced(self, op: Callable[[], Any]) -> Any:
+        """Trace ``op()`` into the trace being built, each op it records emitted as the pass emits any."""
         self.trace.push_scope([])
         with tracectx(self.trace):
-            value = ltorch.expand(computed, target.shape)
-            value = ltorch.to(value, device=target.device, dtype=target.dtype)
+            result = op()
         for bsym in self.trace.pop_scope():
             self.emit(bsym)
-        return value
+        return result
 
     def update_aliases(self, bsym: BoundSymbol) -> None:
         ins = tensor_args(bsym)
