@@ -13,21 +13,24 @@ Two relations are kept:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 import thunder.torch as ltorch
 from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
-from thunder.core.symbol import BoundSymbol, Symbol
+from thunder.core.symbol import BoundSymbol
 
 from thunder.executors import torchex
+from thunder.extend import Executor
 
 from thunder_ext.primitive import copy_to_out_
 
-# Prims that return a view of their first argument when run by PyTorch.
-_VIEW_PRIM_IDS = frozenset(
-    {
+# Thunder ops that return (or may return) a view of their first argument when run by PyTorch:
+# thunder's own lists, and the view prims.
+_VIEW_OP_IDS = frozenset(
+    {s.id for s in (*ltorch._syms_returning_views, *ltorch._syms_that_may_return_views)}
+    | {
         PrimIDs.BROADCAST_IN_DIM,
         PrimIDs.RESHAPE,
         PrimIDs.SLICE,
@@ -56,25 +59,37 @@ def tensor_outs(bsym: BoundSymbol) -> list[TensorProxy]:
     return [p for p in bsym.flat_proxy_outs if isinstance(p, TensorProxy)]
 
 
-def thunder_symbol(bsym: BoundSymbol) -> Symbol:
-    """The thunder-level op an execution-trace bound symbol runs.
+def thunder_op_id(bsym: BoundSymbol) -> Hashable:
+    """The id of the thunder op an execution-trace bound symbol runs.
 
-    An operator executor binds its own symbol (``torch.index_copy``) whose single subsymbol is the
-    thunder op it claimed (``ltorch.index_copy``); anything else is its own thunder op, a fusion too
+    An operator executor binds its own symbol (``torch.index_copy``) for the thunder op it claimed
+    (``ltorch.index_copy``): its single subsymbol, or, for a thunder op with no decomposition (a prim,
+    or an op thunder registers from torch as one of its own, such as ``torch.narrow``), the op that
+    the executor's implementation map lists for it. Anything else is its own thunder op, a fusion too
     (a region of one op is still a region: ``fused_writes`` looks inside).
     """
-    if bsym.sym.executor is not None and not bsym.sym.is_fusion and len(bsym.subsymbols) == 1:
-        return bsym.subsymbols[0].sym
-    return bsym.sym
+    sym = bsym.sym
+    if sym.executor is None or sym.is_fusion:
+        return sym.id
+    if len(bsym.subsymbols) == 1:
+        return bsym.subsymbols[0].sym.id
+    return _implemented_ops(sym.executor).get(sym.id, sym.id)
+
+
+_IMPLEMENTED: dict[str, tuple[int, dict[Hashable, Hashable]]] = {}
+
+
+def _implemented_ops(executor: Executor) -> dict[Hashable, Hashable]:
+    """Operator id -> id of the thunder op it implements; rebuilt when the executor registers more."""
+    size, table = _IMPLEMENTED.get(executor.name, (-1, {}))
+    if size != len(executor.implmap):
+        table = {impl.symbol.id: op for op, impl in executor.implmap.items() if impl.symbol is not None}
+        _IMPLEMENTED[executor.name] = (len(executor.implmap), table)
+    return table
 
 
 def is_view_op(bsym: BoundSymbol) -> bool:
-    sym = thunder_symbol(bsym)
-    return (
-        sym in ltorch._syms_returning_views
-        or sym in ltorch._syms_that_may_return_views
-        or (sym.is_prim and sym.id in _VIEW_PRIM_IDS)
-    )
+    return thunder_op_id(bsym) in _VIEW_OP_IDS
 
 
 def is_update_aliases(bsym: BoundSymbol) -> bool:
@@ -82,7 +97,7 @@ def is_update_aliases(bsym: BoundSymbol) -> bool:
 
 
 def is_copy_to_out(bsym: BoundSymbol) -> bool:
-    return thunder_symbol(bsym).id == copy_to_out_.id
+    return thunder_op_id(bsym) == copy_to_out_.id
 
 
 def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] | None:
