@@ -45,10 +45,15 @@ def test_a_live_argument_keeps_its_buffer(f):
     assert "true_divide" not in reused(jfn)
 
 
-@pytest.mark.parametrize("view", [lambda a: a.narrow(0, 0, 2), lambda a: a.swapaxes(0, 0)], ids=["narrow", "swapaxes"])
+@pytest.mark.parametrize(
+    "view",
+    [lambda a: a.narrow(0, 0, 2), lambda a: a.swapaxes(0, 0), lambda a: torch.linalg.diagonal(a.unsqueeze(0))],
+    ids=["narrow", "swapaxes", "linalg.diagonal"],
+)
 def test_a_view_of_an_argument_is_never_a_dead_buffer(view):
     # Ops thunder registers from torch (narrow, swapaxes) run as torch executor ops with no subsymbol:
-    # the executor's implementation map is what names them views.
+    # the executor's implementation map is what names them views. Its `diagonal` operator implements
+    # torch.linalg.diagonal, which thunder does not list as a view, and torch.diagonal, which it does.
     def f(a, b):
         b.add_(1)
         return view(a) * 2

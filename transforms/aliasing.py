@@ -80,10 +80,17 @@ _IMPLEMENTED: dict[str, tuple[int, dict[Hashable, Hashable]]] = {}
 
 
 def _implemented_ops(executor: Executor) -> dict[Hashable, Hashable]:
-    """Operator id -> id of the thunder op it implements; rebuilt when the executor registers more."""
+    """Operator id -> id of the thunder op it implements; rebuilt when the executor registers more.
+
+    An operator that implements several (``diagonal``: ``torch.diagonal`` and ``torch.linalg.diagonal``;
+    ``real``: ``torch.real`` and a prim) counts as a view if any of them is one: over-approximation.
+    """
     size, table = _IMPLEMENTED.get(executor.name, (-1, {}))
     if size != len(executor.implmap):
-        table = {impl.symbol.id: op for op, impl in executor.implmap.items() if impl.symbol is not None}
+        table = {}
+        for op, impl in executor.implmap.items():
+            if impl.symbol is not None and table.get(impl.symbol.id) not in _VIEW_OP_IDS:
+                table[impl.symbol.id] = op
         _IMPLEMENTED[executor.name] = (len(executor.implmap), table)
     return table
 
