@@ -3,7 +3,9 @@
 CI runs ``THUNDER_EXT_FUZZ_EXAMPLES`` programs (300 by default) from a fixed seed, so a CI failure
 reproduces. Setting the variable gives a long, randomized run::
 
-    THUNDER_EXT_FUZZ_EXAMPLES=5000 .venv/bin/python -m pytest tests/test_fuzz_against_eager.py -k random
+    THUNDER_EXT_FUZZ_EXAMPLES=10000 .venv/bin/python -m pytest -p no:randomly tests/test_fuzz_against_eager.py -k random
+
+(about 20 minutes on a 2-core CPU; docs/design.md records the last such run).
 
 A failing program is printed as Python and saved to ``tests/fuzz_regressions/``: at once as found,
 then replaced by its shrunk form when shrinking ends. Every file there is replayed by
