@@ -13,8 +13,9 @@ of the computation, thunder looks for it at position 2, and the two are traced a
 
 Rule: where the computation writes in place, a prologue that admits aliased arguments checks, on every call, that each aliased argument
 is one of those two cases and that thunder's positions find the group among the computation's
-arguments: each position it applies names a member, and members it does not name are at most one;
-otherwise it raises ``AliasedArgumentsError`` before anything runs.
+arguments: each position it applies names a member, and where the computation holds more than one
+member, its positions name them all; otherwise it raises ``AliasedArgumentsError`` before anything
+runs.
 Calls without aliased arguments get no check: thunder's cache key already tells them apart.
 Read-only functions get none either: thunder leaves their aliased arguments as they are.
 """
