@@ -3,7 +3,7 @@
 nvFuser needs CUDA, so its regions are played here by ``FakeFuser``: a thunder ``FusionExecutor``
 whose ``fuse`` runs a region's prims one after another with the PyTorch executor (``copy_to_out_`` as
 ``out.copy_``). It builds regions the way nvFuser's does (a fusion bound symbol over flattened prims),
-so ``fused_write_blocker``, the fallback that rebuilds a region, and the repair of rematerialization run
+so ``nvfuser_write_blocker``, the fallback that rebuilds a region, and the repair of rematerialization run
 on it exactly as on nvFuser's; what nvFuser itself does with an alias output is tests/test_gpu.py's part.
 """
 
@@ -31,7 +31,11 @@ from thunder_ext.executors import nvfuser_inplace_available
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import Aliases, fused_writes, is_copy_to_out
-from thunder_ext.transforms.prove_inplace import ELEMENTWISE_PRIM_IDS, fused_write_blocker, prove_inplace_writes
+from thunder_ext.transforms.fusion_regions import ELEMENTWISE_PRIM_IDS, nvfuser_write_blocker
+from thunder_ext.transforms.prove_inplace import prove_inplace_writes
+
+# Its own executors (a stand-in fusion executor), whatever thunder's defaults are.
+pytestmark = pytest.mark.executor_sets("defaults")
 
 
 def runnable(bsyms, inputs, outputs):
@@ -126,7 +130,7 @@ def region(trace, *outputs):
 
 def blocker(fusion):
     (write,) = fused_writes(fusion)
-    return fused_write_blocker(fusion, write, Aliases([fusion]))
+    return nvfuser_write_blocker(fusion, write, Aliases([fusion]))
 
 
 def test_an_elementwise_update_of_out_is_proved():
@@ -210,7 +214,7 @@ def test_a_view_of_out_read_towards_computed_is_refused():
         w = copy_to_out_(prims.add(view, y), out=x)
     fusion = region(trace, w)
     (write,) = fused_writes(fusion)
-    assert f"`add` uses `{view.name}`" in fused_write_blocker(fusion, write, Aliases([take_view, fusion]))
+    assert f"`add` uses `{view.name}`" in nvfuser_write_blocker(fusion, write, Aliases([take_view, fusion]))
 
 
 def test_the_written_value_read_in_the_region_is_refused():
@@ -226,7 +230,7 @@ def test_computed_by_another_write_in_the_region_is_refused():
         again = copy_to_out_(w, out=z)
     fusion = region(trace, again)
     second = fused_writes(fusion)[1]
-    assert f"`{w.name}` is the result of another write" in fused_write_blocker(fusion, second, Aliases([fusion]))
+    assert f"`{w.name}` is the result of another write" in nvfuser_write_blocker(fusion, second, Aliases([fusion]))
 
 
 def test_out_computed_in_the_region_is_refused():

@@ -29,16 +29,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from thunder.core import prims
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
-from thunder.core.symbol import BoundSymbol, Symbol
+from thunder.core.proxies import TensorProxy, variableify
+from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
-from thunder.core.transform_common import dce
 from thunder.executors.passes import del_last_used
 from thunder.executors.torchex import ex as torch_ex
 
-from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS, plain_copy_to_out
+from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
@@ -51,17 +49,17 @@ from thunder_ext.transforms.aliasing import (
     thunder_inplace_write,
     written_tensors,
 )
-
-How = Literal["in place at the write", "in place at the producer", "in place in an nvFuser region", "copy"]
-
-# Prims that compute element i of their result from element i of each tensor argument (thunder's prims
-# do not broadcast). Taken from how thunder builds its elementwise prims, so that the set follows thunder;
-# should that change, the set shrinks to the last three, which only turns in-place writes into copies.
-ELEMENTWISE_PRIM_IDS = frozenset(
-    {s.id for s in vars(prims).values() if isinstance(s, Symbol) and "_elementwise_" in s.meta.__qualname__}
-    | {PrimIDs.WHERE, PrimIDs.LERP, PrimIDs.CONVERT_ELEMENT_TYPE}
+from thunder_ext.transforms.fusion_regions import (
+    fusion_number,
+    give_back,
+    no_recomputation_across_writes,
+    rules_for,
+    write_blocker,
 )
 
+How = Literal[
+    "in place at the write", "in place at the producer", "in place in an nvFuser region", "in a torch.compile region", "copy"
+]
 
 class InplaceOrderingError(RuntimeError):
     """A write was scheduled before a reader of the value it overwrites."""
@@ -85,11 +83,27 @@ class InplaceDecision:
         return f"{self.write} = copy_to_out_({self.computed}, out={self.out}): {self.how} ({self.reason})"
 
 
+def _ops_after(bsyms: list[BoundSymbol], j: int, write: BoundSymbol) -> list[BoundSymbol]:
+    """The ops that run after ``write``, which is ``bsyms[j]`` or one of the region ``bsyms[j]``'s ops.
+
+    A region counts as one op, or as its ops in their order where it runs them so (``RegionRules.in_order``).
+    """
+    region = bsyms[j]
+    rules = rules_for(region) if region is not write else None
+    inside = region.subsymbols[[s is write for s in region.subsymbols].index(True) + 1 :] if rules and rules.in_order else []
+    ops = list(inside)
+    for later in bsyms[j + 1 :]:
+        in_order = later.sym.is_fusion and (r := rules_for(later)) is not None and r.in_order
+        ops.extend(later.subsymbols if in_order else [later])
+    return ops
+
+
 def _check_ordering(bsyms: list[BoundSymbol], j: int, write: BoundSymbol, aliases: Aliases) -> None:
     """``write`` is ``bsyms[j]``, or a write that the fusion ``bsyms[j]`` runs."""
     _, out = thunder_inplace_write(write)
-    new = {o.name for o in tensor_outs(bsyms[j])}
-    for later in bsyms[j + 1 :]:
+    inside = bsyms[j] is not write and (r := rules_for(bsyms[j])) is not None and r.in_order
+    new = {write.output.name} if inside else {o.name for o in tensor_outs(bsyms[j])}
+    for later in _ops_after(bsyms, j, write):
         args = data_args(later)
         writes = bool(written_tensors(later))
         if is_view_op(later) or is_update_aliases(later) or writes:
@@ -184,168 +198,21 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
     )
 
 
-def fused_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """Why the region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)``, one of its ops, as an
-    nvFuser output aliasing ``o``; None if it can.
-
-    nvFuser writes an alias output into ``o``'s buffer at a point of its own choosing, in whichever
-    kernel it schedules, so the region's own order says nothing about when ``o`` is overwritten. Rules:
-
-    1. ``o`` is an input of the region: nvFuser aliases outputs to inputs only.
-    2. ``c`` is computed in the region, by an op other than a write. Stock thunder's sharp edge: a
-       region that only copies an input into another may run no kernel at all.
-    3. ``c`` is not an output of the region, and no other op of the region reads it. Returned, it would
-       share ``o``'s storage (stock thunder's other sharp edge, its issue 1109). The second half is
-       conservative, as in thunder's own proposal of this primitive: whether nvFuser keeps ``c`` apart
-       from ``o``'s buffer for its other readers could not be checked without a GPU.
-    4. Every other op of the region that reads or writes ``o``'s storage, through any alias, is an
-       elementwise prim that reads ``o`` itself and computes part of ``c`` alone (it is in
-       ``c``'s private elementwise cone, ``_elementwise_cone``): it reads element i of ``o`` only to
-       compute element i of ``c``, which is what replaces it. Anything else may run in another kernel or
-       thread after ``o`` is overwritten.
-    """
-    computed, out = write.args[0], write.kwargs["out"]
-    name, ops = fusion.sym.name, [s for s in fusion.subsymbols if s is not write]
-    if out.name not in {a.name for a in fusion.flat_proxy_args}:
-        return f"`{out.name}` is computed in `{name}`, and nvFuser aliases outputs to region inputs only"
-    producer = next((s for s in ops if computed.name in {o.name for o in s.flat_proxy_outs}), None)
-    if producer is None:
-        return f"`{computed.name}` is not computed in `{name}`: an aliased copy of a region input may run no kernel"
-    if is_copy_to_out(producer):
-        return f"`{computed.name}` is the result of another write in `{name}`"
-    if computed.name in {o.name for o in fusion.flat_proxy_outs}:
-        return f"`{computed.name}` is also an output of `{name}`, which would share `{out.name}`'s storage"
-    if reader := next((s for s in ops if computed.name in {a.name for a in data_args(s)}), None):
-        return f"`{reader.sym.name}` also reads `{computed.name}` in `{name}`"
-    cone = _elementwise_cone(fusion, write)
-    for op in ops:
-        for a in data_args(op):
-            if aliases.same_storage(a, out) and not (any(op is c for c in cone) and aliases.same_tensor(a, out)):
-                sharing = "" if a.name == out.name else f" (sharing storage with `{out.name}`)"
-                return (
-                    f"`{op.sym.name}` uses `{a.name}`{sharing} in `{name}`, "
-                    f"and is not an elementwise step towards `{computed.name}` alone"
-                )
-    return None
-
-
-def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
-    """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise at ``out``'s shape, and whose
-    results nothing else needs: no op of the region outside the cone, and not the region's outputs."""
-    out = write.kwargs["out"]
-    outputs = {o.name for o in fusion.flat_proxy_outs}
-    users: dict[str, list[BoundSymbol]] = {}
-    for op in fusion.subsymbols:
-        for a in data_args(op):
-            users.setdefault(a.name, []).append(op)
-    position = next(i for i, op in enumerate(fusion.subsymbols) if op is write)
-    cone: list[BoundSymbol] = []
-    # Backwards, so that every user of an op is decided before the op.
-    for op in reversed(fusion.subsymbols[:position]):
-        results = [o.name for o in op.flat_proxy_outs]
-        its_users = [u for r in results for u in users.get(r, ())]
-        if (
-            op.sym.id in ELEMENTWISE_PRIM_IDS
-            and isinstance(op.output, TensorProxy)
-            and op.output.shape == out.shape
-            and not outputs.intersection(results)
-            and its_users
-            and all(u is write or any(u is c for c in cone) for u in its_users)
-        ):
-            cone.append(op)
-    return cone
-
-
-@dataclass(frozen=True)
-class _Region:
-    """What ``FusionExecutor.fuse`` compiles, in the form thunder's own ``update_fusion_call_ctx`` gives it."""
-
-    inputs: tuple[Variable, ...]
-    outputs: tuple[Variable, ...]
-    bound_symbols: list[BoundSymbol]
-
-
-def _fuse_again(fusion: BoundSymbol, bsyms: list[BoundSymbol], outputs: list[Proxy]) -> BoundSymbol | None:
-    """``fusion``'s executor fuses anew what of ``bsyms`` computes ``outputs`` (and every write); None if nothing."""
-    trace = TraceCtx()
-    trace.bound_symbols = [*bsyms, prims.python_return.bind(outputs, output=None)]
-    bsyms = [b for b in dce(trace).bound_symbols if b.sym.id != PrimIDs.RETURN]
-    if not bsyms:
-        return None
-    produced = {o.name for b in bsyms for o in b.flat_proxy_outs}
-    inputs = {p.name: p for b in bsyms for p in b.flat_proxy_args if p.name not in produced}
-    region = _Region(tuple(map(variableify, inputs.values())), tuple(map(variableify, outputs)), bsyms)
-    name = fusion.sym.name
-    return fusion.sym.executor.fuse(region, int(name[len(name.rstrip("0123456789")) :]))
-
-
-def _give_back(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[BoundSymbol]:
-    """``fusion`` rebuilt without the writes ``refused``, followed by each of them as the PyTorch executor's copy.
-
-    In the region, readers of a written value read its ``computed`` instead (the same values). The region
-    returns what the writes need of it: their ``computed`` and ``out``, and the readers of the old value
-    they must follow (``after``), so the ordering edges stay exact (non-tensor readers, which only read
-    metadata, are dropped from ``after``).
-    """
-    written = {variableify(w.output): w.args[0] for w in refused}
-    kept = [
-        s.from_bsym_swap_proxies(written, skip_output=True) for s in fusion.subsymbols if all(s is not w for w in refused)
-    ]
-    produced = {o.name for s in kept for o in s.flat_proxy_outs}
-    writes, needed = [], {o.name: o for o in fusion.flat_proxy_outs if variableify(o) not in written}
-    for w in refused:
-        after = tuple(p for p in w.kwargs.get("after", ()) if p.name not in produced or isinstance(p, TensorProxy))
-        needed.update((p.name, p) for p in (w.args[0], w.kwargs["out"], *after) if p.name in produced)
-        w = w.from_bsym(kwargs={**w.kwargs, "after": after})
-        writes.append(plain_copy_to_out.bind(*w.args, **w.kwargs, output=w.output, subsymbols=[w]))
-    region = _fuse_again(fusion, kept, list(needed.values()))
-    return ([region] if region is not None else []) + writes
-
-
-def _no_recomputation_across_writes(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
-    """Regions rebuilt so that none recomputes what an earlier region that writes has computed.
-
-    thunder's rematerialization (in nvFuser's fusion pass) lets a region recompute values of an earlier
-    one from that one's inputs instead of receiving them. Where the earlier region writes one of those
-    inputs, the recomputation reads it overwritten, or runs a write twice. The later region then
-    receives those values from the earlier one again, as before rematerialization.
-    """
-    bsyms = list(bsyms)
-    computed_in: dict[str, int] = {}  # value -> index of the region with writes that computes it
-    for j, bsym in enumerate(bsyms):
-        if not bsym.sym.is_fusion:
-            continue
-        recomputed = {o.name for s in bsym.subsymbols for o in s.flat_proxy_outs if o.name in computed_in}
-        if recomputed:
-            kept = [s for s in bsym.subsymbols if not recomputed.intersection(o.name for o in s.flat_proxy_outs)]
-            received = {p.name: p for s in kept for p in s.flat_proxy_args if p.name in recomputed}
-            received.update((o.name, o) for o in bsym.flat_proxy_outs if o.name in recomputed)
-            for k in sorted({computed_in[name] for name in received}):
-                source = bsyms[k]
-                outputs = {o.name: o for o in source.flat_proxy_outs}
-                outputs.update((n, p) for n, p in received.items() if computed_in[n] == k)
-                bsyms[k] = _fuse_again(source, source.subsymbols, list(outputs.values()))
-            outputs = [o for o in bsym.flat_proxy_outs if o.name not in recomputed]
-            bsyms[j] = bsym = _fuse_again(bsym, kept, outputs)
-        if bsym is not None and fused_writes(bsym):
-            computed_in.update((o.name, j) for s in bsym.subsymbols for o in s.flat_proxy_outs)
-    return [b for b in bsyms if b is not None]
-
-
-def _aliased(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
-    computed, out = write.args[0], write.kwargs["out"]
-    return InplaceDecision(
-        write.output.name,
-        computed.name,
-        out.name,
-        "in place in an nvFuser region",
-        f"`{fusion.sym.name}` computes `{computed.name}` straight into `{out.name}`'s buffer",
-    )
+def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
+    computed, out, executor = write.args[0], write.kwargs["out"], rules_for(fusion).executor
+    how, reason = {
+        "nvFuser": ("in place in an nvFuser region", f"`{fusion.sym.name}` computes `{computed.name}` straight into `{out.name}`'s buffer"),
+        "torch.compile": (
+            "in a torch.compile region",
+            f"`{fusion.sym.name}` writes `{out.name}` itself; Inductor re-inplaces the write where it can",
+        ),
+    }[executor]
+    return InplaceDecision(write.output.name, computed.name, out.name, how, reason)
 
 
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
     """Run each provably safe ``copy_to_out_`` in place; return the new trace and every decision."""
-    bsyms = _no_recomputation_across_writes([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL])
+    bsyms = no_recomputation_across_writes([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL])
     decisions: list[InplaceDecision] = []
     given_back: dict[str, str] = {}  # write result -> why its region gave it back
     j = 0
@@ -355,7 +222,7 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
             _check_ordering(bsyms, j, bsyms[j], aliases)
             decided, bsyms = _decide(bsyms, j, aliases)
             if why := given_back.get(decided.write):
-                decided = replace(decided, reason=f"{decided.reason}; not in nvFuser: {why}")
+                decided = replace(decided, reason=f"{decided.reason}; {why}")
             if strict and decided.how == "copy":
                 raise UnprovenInplaceError(f"cannot prove in-place safe: {decided}")
             decisions.append(decided)
@@ -365,12 +232,15 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
             aliases = Aliases(bsyms)
             for write in writes:
                 _check_ordering(bsyms, j, write, aliases)
-            blockers = [(w, why) for w in writes if (why := fused_write_blocker(bsyms[j], w, aliases))]
+            blockers = [(w, why) for w in writes if (why := write_blocker(bsyms[j], w, aliases))]
             if blockers:
-                given_back.update((w.output.name, why) for w, why in blockers)
-                bsyms[j : j + 1] = _give_back(bsyms[j], [w for w, _ in blockers])
-                continue  # what now stands at j (the rebuilt region, or a write given back) is unvisited
-            decisions.extend(_aliased(bsyms[j], w) for w in writes)
+                rules = rules_for(bsyms[j])
+                executor = rules.executor if rules is not None else bsyms[j].sym.name
+                given_back.update((w.output.name, f"not in {executor}: {why}") for w, why in blockers)
+                fresh = 1 + max(fusion_number(b) for b in bsyms if b.sym.is_fusion)
+                bsyms[j : j + 1] = give_back(bsyms[j], [w for w, _ in blockers], fresh)
+                continue  # what now stands at j (a rebuilt region, or a write given back) is unvisited
+            decisions.extend(_kept_in_region(bsyms[j], w) for w in writes)
         j += 1
     if not decisions:
         return trace, decisions

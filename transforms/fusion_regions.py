@@ -1,0 +1,378 @@
+"""Writes inside fusion regions: one protocol, one set of rules per fusion executor.
+
+A fusion executor's pass may take a ``copy_to_out_`` into a region (thunder_ext registers it with
+nvFuser and with thunder's torch.compile executor). What a region may then do with the write depends
+on how the executor runs the region, so each executor states it as a ``RegionRules``:
+
+- ``in_order``: whether the region runs its ops in their order. Then the ordering rule of the checker
+  applies inside the region as outside it, and a refused write is given back by *taking it out* with its
+  producer: the same ops in the same order, those two on the PyTorch executor, the runs between them
+  regions of their own. Otherwise
+  (nvFuser schedules a region's ops as it likes) the region is rebuilt without the write, which runs
+  after it, and the executor's rules must prove that no op of the region sees the write early.
+- ``blocker``: why the region cannot run a given write itself, or None.
+
+=============  ========  ============================================================================
+executor       in order  a write stays in the region when
+=============  ========  ============================================================================
+nvFuser        no        ``nvfuser_write_blocker``: four rules for an output aliasing a region input
+torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, and no op
+                         of it may fail at runtime
+=============  ========  ============================================================================
+
+A region no rules own keeps no write: every write in it is given back.
+
+Rematerialization (thunder's, in both executors' fusion passes) lets a region recompute values of an
+earlier one from that one's inputs. Across a write to those inputs, wherever the write runs, the
+recomputation reads them overwritten; ``no_recomputation_across_writes`` undoes exactly that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from thunder.core import prims
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
+from thunder.core.symbol import BoundSymbol, Symbol
+from thunder.core.trace import TraceCtx
+from thunder.core.transform_common import dce
+from thunder.executors.passes import transform_for_execution
+from thunder.executors.torch_compile import TorchCompileExecutor
+from thunder.executors.torchex import ex as torch_ex
+
+from thunder_ext.executors.torch_inplace import plain_copy_to_out
+from thunder_ext.transforms.aliasing import (
+    Aliases,
+    data_args,
+    is_copy_to_out,
+    is_update_aliases,
+    may_fail_at_runtime,
+    written_tensors,
+)
+
+# Prims that compute element i of their result from element i of each tensor argument (thunder's prims
+# do not broadcast). Taken from how thunder builds its elementwise prims, so that the set follows thunder;
+# should that change, the set shrinks to the last three, which only turns in-place writes into copies.
+ELEMENTWISE_PRIM_IDS = frozenset(
+    {s.id for s in vars(prims).values() if isinstance(s, Symbol) and "_elementwise_" in s.meta.__qualname__}
+    | {PrimIDs.WHERE, PrimIDs.LERP, PrimIDs.CONVERT_ELEMENT_TYPE}
+)
+
+Blocker = Callable[[BoundSymbol, BoundSymbol, Aliases], "str | None"]
+
+
+@dataclass(frozen=True)
+class RegionRules:
+    """What the regions of one fusion executor may do with a ``copy_to_out_`` they run."""
+
+    executor: str  # as decisions name it: "nvFuser", "torch.compile"
+    owns: Callable[[BoundSymbol], bool]  # is this fusion bound symbol one of the executor's regions?
+    in_order: bool  # does a region run its ops in their order?
+    blocker: Blocker  # why the region cannot run this write itself; None if it can
+
+
+def _producer_in(fusion: BoundSymbol, write: BoundSymbol) -> BoundSymbol | None:
+    computed = write.args[0]
+    return next((s for s in fusion.subsymbols if computed.name in {o.name for o in s.flat_proxy_outs}), None)
+
+
+def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
+    """Why the nvFuser region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)``, one of its ops, as an
+    output aliasing ``o``; None if it can.
+
+    nvFuser writes an alias output into ``o``'s buffer at a point of its own choosing, in whichever
+    kernel it schedules, so the region's own order says nothing about when ``o`` is overwritten. Rules:
+
+    1. ``o`` is an input of the region: nvFuser aliases outputs to inputs only.
+    2. ``c`` is computed in the region, by an op other than a write. Stock thunder's sharp edge: a
+       region that only copies an input into another may run no kernel at all.
+    3. ``c`` is not an output of the region, and no other op of the region reads it. Returned, it would
+       share ``o``'s storage (stock thunder's other sharp edge, its issue 1109). The second half is
+       conservative, as in thunder's own proposal of this primitive: whether nvFuser keeps ``c`` apart
+       from ``o``'s buffer for its other readers could not be checked without a GPU.
+    4. Every other op of the region that reads or writes ``o``'s storage, through any alias, is an
+       elementwise prim that reads ``o`` itself and computes part of ``c`` alone (it is in
+       ``c``'s private elementwise cone, ``_elementwise_cone``): it reads element i of ``o`` only to
+       compute element i of ``c``, which is what replaces it. Anything else may run in another kernel or
+       thread after ``o`` is overwritten.
+    """
+    computed, out = write.args[0], write.kwargs["out"]
+    name, ops = fusion.sym.name, [s for s in fusion.subsymbols if s is not write]
+    if out.name not in {a.name for a in fusion.flat_proxy_args}:
+        return f"`{out.name}` is computed in `{name}`, and nvFuser aliases outputs to region inputs only"
+    producer = _producer_in(fusion, write)
+    if producer is None:
+        return f"`{computed.name}` is not computed in `{name}`: an aliased copy of a region input may run no kernel"
+    if is_copy_to_out(producer):
+        return f"`{computed.name}` is the result of another write in `{name}`"
+    if computed.name in {o.name for o in fusion.flat_proxy_outs}:
+        return f"`{computed.name}` is also an output of `{name}`, which would share `{out.name}`'s storage"
+    if reader := next((s for s in ops if computed.name in {a.name for a in data_args(s)}), None):
+        return f"`{reader.sym.name}` also reads `{computed.name}` in `{name}`"
+    cone = _elementwise_cone(fusion, write)
+    for op in ops:
+        for a in data_args(op):
+            if aliases.same_storage(a, out) and not (any(op is c for c in cone) and aliases.same_tensor(a, out)):
+                sharing = "" if a.name == out.name else f" (sharing storage with `{out.name}`)"
+                return (
+                    f"`{op.sym.name}` uses `{a.name}`{sharing} in `{name}`, "
+                    f"and is not an elementwise step towards `{computed.name}` alone"
+                )
+    return None
+
+
+def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
+    """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise at ``out``'s shape, and whose
+    results nothing else needs: no op of the region outside the cone, and not the region's outputs."""
+    out = write.kwargs["out"]
+    outputs = {o.name for o in fusion.flat_proxy_outs}
+    users: dict[str, list[BoundSymbol]] = {}
+    for op in fusion.subsymbols:
+        for a in data_args(op):
+            users.setdefault(a.name, []).append(op)
+    position = next(i for i, op in enumerate(fusion.subsymbols) if op is write)
+    cone: list[BoundSymbol] = []
+    # Backwards, so that every user of an op is decided before the op.
+    for op in reversed(fusion.subsymbols[:position]):
+        results = [o.name for o in op.flat_proxy_outs]
+        its_users = [u for r in results for u in users.get(r, ())]
+        if (
+            op.sym.id in ELEMENTWISE_PRIM_IDS
+            and isinstance(op.output, TensorProxy)
+            and op.output.shape == out.shape
+            and not outputs.intersection(results)
+            and its_users
+            and all(u is write or any(u is c for c in cone) for u in its_users)
+        ):
+            cone.append(op)
+    return cone
+
+
+def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
+    """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
+
+    Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
+    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Two
+    rules, for the two cases where that breaks:
+
+    1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
+       of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
+       region reaches ``o`` too (``y.copy_(x); x.mul_(3)`` leaves ``3 * x`` in ``y``: stock thunder with
+       this executor returns that).
+    2. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
+       Inductor checks an index in the kernel that uses it, element by element, so it may store part of
+       a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
+       as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` on 4 rows: eager
+       writes nothing, Inductor writes row 1 and raises).
+    """
+    computed, name = write.args[0], fusion.sym.name
+    producer = _producer_in(fusion, write)
+    if producer is None or is_copy_to_out(producer):
+        return f"`{computed.name}` is not computed in `{name}`, and Inductor would write a region input as it is later"
+    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    if shared := [a.name for a in inputs if aliases.same_storage(a, computed)]:
+        return f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, which Inductor would write as it is later"
+    if failing := [s for s in fusion.subsymbols if s is not write and indexes_at_runtime(s)]:
+        return (
+            f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
+            "and Inductor may have written part of the region's writes by then"
+        )
+    return None
+
+
+def indexes_at_runtime(op: BoundSymbol) -> bool:
+    """Whether ``op`` may fail when it runs: it takes an integer tensor for other than elementwise arithmetic
+    (``may_fail_at_runtime``, less what cannot fail: elementwise ops, writes, renames)."""
+    return may_fail_at_runtime(op) and not (is_copy_to_out(op) or is_update_aliases(op) or _elementwise(op))
+
+
+def _elementwise(op: BoundSymbol) -> bool:
+    return op.sym.id in ELEMENTWISE_PRIM_IDS or (bool(op.subsymbols) and all(map(_elementwise, op.subsymbols)))
+
+
+NVFUSER = RegionRules("nvFuser", lambda f: f.sym.name.startswith("nvFusion"), in_order=False, blocker=nvfuser_write_blocker)
+TORCH_COMPILE = RegionRules(
+    "torch.compile", lambda f: isinstance(f.sym.executor, TorchCompileExecutor), in_order=True, blocker=torch_compile_write_blocker
+)
+REGION_RULES = (NVFUSER, TORCH_COMPILE)
+
+
+def rules_for(fusion: BoundSymbol) -> RegionRules | None:
+    return next((r for r in REGION_RULES if r.owns(fusion)), None)
+
+
+def write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
+    """Why ``fusion`` cannot run ``write`` itself, by its executor's rules; None if it can."""
+    if (rules := rules_for(fusion)) is None:
+        return f"thunder_ext has no rules for writes in `{fusion.sym.name}`'s executor"
+    return rules.blocker(fusion, write, aliases)
+
+
+@dataclass(frozen=True)
+class _Region:
+    """What ``FusionExecutor.fuse`` compiles, in the form thunder's own ``update_fusion_call_ctx`` gives it."""
+
+    inputs: tuple[Variable, ...]
+    outputs: tuple[Variable, ...]
+    bound_symbols: list[BoundSymbol]
+
+
+def fusion_number(fusion: BoundSymbol) -> int:
+    """The counter an executor numbered ``fusion`` with (``nvFusion3``, ``TorchCompile3``)."""
+    name = fusion.sym.name
+    return int(name[len(name.rstrip("0123456789")) :])
+
+
+def _fuse_again(
+    fusion: BoundSymbol, bsyms: list[BoundSymbol], outputs: list[Proxy], number: int | None = None
+) -> BoundSymbol | None:
+    """``fusion``'s executor fuses anew what of ``bsyms`` computes ``outputs`` (and every write), under
+    ``fusion``'s number unless given another; None if nothing."""
+    trace = TraceCtx()
+    trace.bound_symbols = [*bsyms, prims.python_return.bind(outputs, output=None)]
+    bsyms = [b for b in dce(trace).bound_symbols if b.sym.id != PrimIDs.RETURN]
+    if not bsyms:
+        return None
+    produced = {o.name for b in bsyms for o in b.flat_proxy_outs}
+    inputs = {p.name: p for b in bsyms for p in b.flat_proxy_args if p.name not in produced}
+    region = _Region(tuple(map(variableify, inputs.values())), tuple(map(variableify, outputs)), bsyms)
+    return fusion.sym.executor.fuse(region, fusion_number(fusion) if number is None else number)
+
+
+def _as_torch_write(write: BoundSymbol) -> BoundSymbol:
+    """``write`` as the PyTorch executor's ``copy_to_out_`` (a region holds it as its prim, or as that op)."""
+    if write.sym is plain_copy_to_out:
+        return write
+    return plain_copy_to_out.bind(*write.args, **write.kwargs, output=write.output, subsymbols=[write])
+
+
+def _needed(produced_by: list[BoundSymbol], users: list[BoundSymbol], outputs: list[Proxy]) -> list[Proxy]:
+    """What of the results of ``produced_by`` the ops ``users`` read or ``outputs`` name, in a stable order."""
+    produced = {o.name: o for b in produced_by for o in b.flat_proxy_outs}
+    wanted = [p for b in users for p in b.flat_proxy_args] + list(outputs)
+    return list({p.name: produced[p.name] for p in wanted if p.name in produced}.values())
+
+
+def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int) -> list[BoundSymbol]:
+    """Give ``refused`` back from a region that runs in order, as the same program: its ops in their order,
+    the writes and their producers on the PyTorch executor, each run of other ops between them a region
+    (numbered from ``fresh_number`` after the first: a trace calls its regions by name).
+
+    A producer leaves with its write where the PyTorch executor has it, so that the checker may still fuse
+    the two into one in-place op (``k.index_copy_``, with eager's checks before it writes).
+    """
+    ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
+    taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
+    for w in refused:
+        producer = _producer_in(fusion, w)
+        if producer is not None and not is_copy_to_out(producer) and len(producer.flat_proxy_outs) == 1:
+            taken[id(producer)] = _on_torch_executor(producer)
+    pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)
+    for op in ops:
+        if id(op) in taken:
+            pieces.append((False, taken[id(op)]))
+        elif pieces and pieces[-1][0]:
+            pieces[-1][1].append(op)
+        else:
+            pieces.append((True, [op]))
+    split, numbers = [], iter(range(fresh_number, fresh_number + len(pieces)))
+    for k, (is_run, piece) in enumerate(pieces):
+        if is_run:
+            later = [b for _, rest in pieces[k + 1 :] for b in rest]
+            number = fusion_number(fusion) if k == 0 else next(numbers)
+            piece = [_fuse_again(fusion, piece, _needed(piece, later, outputs), number)]
+        split.extend(b for b in piece if b is not None)
+    return split
+
+
+def _names(bsym: BoundSymbol) -> set[str]:
+    own = {p.name for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)}
+    return own.union(*map(_names, bsym.subsymbols))
+
+
+def _on_torch_executor(bsym: BoundSymbol) -> list[BoundSymbol]:
+    """``bsym``, a thunder op as a region holds it, as thunder's PyTorch executor runs it, under its own
+    output name (thunder's processor names what it rewrites anew; the trace around reads the old name)."""
+    trace = TraceCtx()
+    trace.names.update(_names(bsym))
+    trace.bound_symbols = [bsym, prims.python_return.bind(bsym.output, output=None)]
+    *executed, ret = transform_for_execution(trace, (torch_ex,)).bound_symbols
+    renamed = {variableify(ret.args[0]): bsym.output}
+    return [b.from_bsym_swap_proxies(renamed) for b in executed]
+
+
+def rebuild_without(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[BoundSymbol]:
+    """Give ``refused`` back from a region that schedules its ops freely: ``fusion`` rebuilt without them,
+    followed by each of them on the PyTorch executor.
+
+    In the region, readers of a written value read its ``computed`` instead (the same values). The region
+    returns what the writes need of it: their ``computed`` and ``out``, and the readers of the old value
+    they must follow (``after``), so the ordering edges stay exact (non-tensor readers, which only read
+    metadata, are dropped from ``after``).
+    """
+    written = {variableify(w.output): w.args[0] for w in refused}
+    kept = [
+        s.from_bsym_swap_proxies(written, skip_output=True) for s in fusion.subsymbols if all(s is not w for w in refused)
+    ]
+    produced = {o.name for s in kept for o in s.flat_proxy_outs}
+    writes, needed = [], {o.name: o for o in fusion.flat_proxy_outs if variableify(o) not in written}
+    for w in refused:
+        after = tuple(p for p in w.kwargs.get("after", ()) if p.name not in produced or isinstance(p, TensorProxy))
+        needed.update((p.name, p) for p in (w.args[0], w.kwargs["out"], *after) if p.name in produced)
+        writes.append(_as_torch_write(w.from_bsym(kwargs={**w.kwargs, "after": after})))
+    region = _fuse_again(fusion, kept, list(needed.values()))
+    return ([region] if region is not None else []) + writes
+
+
+def give_back(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int) -> list[BoundSymbol]:
+    """What runs in place of ``fusion`` once the writes ``refused`` leave it, by how its executor runs it
+    (a region it adds is numbered ``fresh_number``)."""
+    rules = rules_for(fusion)
+    if rules is not None and rules.in_order:
+        return take_out(fusion, refused, fresh_number)
+    return rebuild_without(fusion, refused)
+
+
+def no_recomputation_across_writes(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+    """Regions rebuilt so that none recomputes a value of an earlier region across a write.
+
+    thunder's rematerialization lets a region recompute values of an earlier one from that one's inputs
+    instead of receiving them. Where any op from the earlier region on (the region itself, an op between,
+    a region between) writes, the recomputation may read storage already overwritten, or run a write
+    twice: the later region then receives those values from the earlier one again, as before
+    rematerialization.
+    """
+    bsyms: list[BoundSymbol | None] = list(bsyms)
+    computed_in: dict[str, int] = {}  # value -> index of the latest region that computes it
+    last_write = -1
+    for j, bsym in enumerate(bsyms):
+        if bsym.sym.is_fusion:
+            recomputed = {
+                o.name for s in bsym.subsymbols for o in s.flat_proxy_outs if computed_in.get(o.name, j) <= last_write
+            }
+            if recomputed:
+                bsyms[j] = bsym = _receive_instead(bsyms, j, recomputed, computed_in)
+            if bsym is not None:
+                computed_in.update((o.name, j) for s in bsym.subsymbols for o in s.flat_proxy_outs)
+        if bsym is not None and written_tensors(bsym):
+            last_write = j
+    return [b for b in bsyms if b is not None]
+
+
+def _receive_instead(
+    bsyms: list[BoundSymbol | None], j: int, recomputed: set[str], computed_in: dict[str, int]
+) -> BoundSymbol | None:
+    """Region ``j`` without the ops that recompute ``recomputed``; the regions that computed them first
+    (``computed_in``) now also return what region ``j`` reads of them."""
+    region = bsyms[j]
+    kept = [s for s in region.subsymbols if not recomputed.intersection(o.name for o in s.flat_proxy_outs)]
+    received = {p.name: p for s in kept for p in s.flat_proxy_args if p.name in recomputed}
+    received.update((o.name, o) for o in region.flat_proxy_outs if o.name in recomputed)
+    for k in sorted({computed_in[name] for name in received}):
+        source = bsyms[k]
+        outputs = {o.name: o for o in source.flat_proxy_outs}
+        outputs.update((n, p) for n, p in received.items() if computed_in[n] == k)
+        bsyms[k] = _fuse_again(source, source.subsymbols, list(outputs.values()))
+    return _fuse_again(region, kept, [o for o in region.flat_proxy_outs if o.name not in recomputed])
