@@ -1,5 +1,51 @@
+"""Every test runs under each executor set: thunder's defaults, and thunder's torch.compile executor
+ahead of them (a path proven on one executor is not proven on another).
+
+``--executor-set NAME`` (``thunder_ext.pytest_plugin``) runs one set only. A test, or a module
+(``pytestmark``), of a path that only some sets have is marked ``@pytest.mark.executor_sets(*names)``.
+"""
+
 import warnings
+
+import pytest
+
+warnings.filterwarnings("ignore", message="transformer_engine module not found")
+
+import thunder  # noqa: E402  (after the filter: thunder warns at import)
+
+from thunder_ext.pytest_plugin import EXECUTOR_SET_OPTION, EXECUTOR_SETS, executors_of  # noqa: E402
 
 pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in pytest
 
-warnings.filterwarnings("ignore", message="transformer_engine module not found")
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "executor_sets(*names): run the test under these executor sets only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    metafunc.parametrize("executor_set", EXECUTOR_SETS, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect what runs under a set the test is not for, or that ``--executor-set`` did not choose."""
+    chosen = config.getoption(EXECUTOR_SET_OPTION)
+    keep, drop = [], []
+    for item in items:
+        marker = item.get_closest_marker("executor_sets")
+        name = item.callspec.params["executor_set"]
+        wanted = name in (marker.args if marker else EXECUTOR_SETS) and chosen in (None, name)
+        (keep if wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def executor_set(request: pytest.FixtureRequest):
+    """The name of the executor set this test runs under; thunder's defaults hold it meanwhile."""
+    name = request.param
+    defaults = list(thunder.get_default_executors())
+    added = executors_of(name)  # already ahead of the defaults when --executor-set put them there
+    thunder.extend.set_default_executors([*added, *(e for e in defaults if e not in added)])
+    yield name
+    thunder.extend.set_default_executors(defaults)

@@ -45,3 +45,4 @@ def writes_in(trace) -> list:
 def functionalized_trace(jfn):
     """The computation trace right after the functionalization pass."""
     return next(t for t in thunder.last_traces(jfn) if "functionalize writes" in str(t.get_provenance()))
+

@@ -10,6 +10,9 @@ from helpers import assert_matches_eager
 from thunder_ext.executors.torch_inplace import INTO_OPS
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 
+# A pass over the PyTorch executor's ops: in a torch.compile region, Inductor plans the buffers.
+pytestmark = pytest.mark.executor_sets("defaults")
+
 
 def reused_in(trace) -> list[str]:
     """The ops of ``trace`` that run into another tensor's buffer without being a write."""

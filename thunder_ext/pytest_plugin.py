@@ -1,4 +1,6 @@
-"""pytest plugin: ``--thunder-ext`` runs any test suite, thunder's own included, under ``thunder_ext.jit``.
+"""pytest plugin: ``--thunder-ext`` runs any test suite, thunder's own included, under ``thunder_ext.jit``;
+``--executor-set torch_compile`` puts thunder's torch.compile executor ahead of thunder's default executors
+(which ``thunder.jit`` and ``thunder_ext.jit`` use when given none).
 
 Installed as the ``thunder_ext`` pytest11 entry point, so every pytest run in this environment loads it;
 without the option it does nothing, and it imports thunder only when the option is given.
@@ -22,7 +24,21 @@ from collections.abc import Callable
 import pytest
 
 OPTION = "--thunder-ext"
+EXECUTOR_SET_OPTION = "--executor-set"
 _ORIGINAL_JIT = pytest.StashKey[Callable]()
+_ORIGINAL_DEFAULTS = pytest.StashKey[list]()
+
+
+def executors_of(name: str) -> list:
+    """The executors the set ``name`` puts ahead of thunder's defaults."""
+    if name == "torch_compile":
+        from thunder.executors.torch_compile import torch_compile_ex
+
+        return [torch_compile_ex]
+    return []
+
+
+EXECUTOR_SETS = ("defaults", "torch_compile")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -31,9 +47,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="replace thunder.jit with thunder_ext.jit (functionalized in-place writes run in place)",
     )
+    parser.addoption(
+        EXECUTOR_SET_OPTION,
+        choices=EXECUTOR_SETS,
+        help="torch_compile: thunder's torch.compile executor ahead of thunder's default executors",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if (name := config.getoption(EXECUTOR_SET_OPTION)) not in (None, "defaults"):
+        import thunder
+
+        defaults = config.stash[_ORIGINAL_DEFAULTS] = list(thunder.get_default_executors())
+        thunder.extend.set_default_executors([*executors_of(name), *defaults])
     if not config.getoption(OPTION):
         return
     import thunder
@@ -49,3 +75,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         import thunder
 
         thunder.jit = original
+    if (defaults := config.stash.get(_ORIGINAL_DEFAULTS, None)) is not None:
+        import thunder
+
+        thunder.extend.set_default_executors(defaults)
