@@ -17,6 +17,7 @@ from thunder_ext import cli, extras
 from thunder_ext.benchmarks import compile_time, suite
 from thunder_ext.benchmarks.measure import interleaved_samples, report_status
 from thunder_ext.benchmarks.report import Table, Target
+from thunder_ext.demo import main as demo_main
 from thunder_ext.demo import summary
 
 
@@ -110,3 +111,10 @@ def test_the_compile_time_case_runs_in_a_process_with_no_other_thread():
         assert compile_time.in_fresh_process(threading.active_count) == 1
     finally:
         stop.set()
+
+
+def test_the_demo_names_its_extra_when_litgpt_is_missing(monkeypatch):
+    real = extras.importlib.util.find_spec
+    monkeypatch.setattr(extras.importlib.util, "find_spec", lambda name: None if name == "litgpt" else real(name))
+    with pytest.raises(SystemExit, match=r'thunder-ext demo needs litgpt.*-e "\.\[demo\]"'):
+        demo_main([])
