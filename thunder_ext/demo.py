@@ -119,9 +119,12 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.d
     }
     decoders = {}
     for name, model in models.items():
-        estimate = "a second" if name == "eager" else "about 45 s: thunder compiles the prefill and decode traces"
+        # the estimates: a 2-core CPU, one thread
+        compiling = name != "eager"
+        estimate = "about 30-60 s: thunder compiles the prefill" if compiling else "a second"
         decoders[name] = timed(f"{name}: prefill and first token", estimate, lambda m=model: Decoder(m, prompt))
-        timed(f"{name}: first decode step", "compiles" if name != "eager" else "fast", decoders[name].step)
+        estimate = "about 25 s: thunder compiles the decode step" if compiling else "a second"
+        timed(f"{name}: first decode step", estimate, decoders[name].step)
     calls = {name: d.step for name, d in decoders.items()}
     samples = timed(f"timing {args.tokens} tokens per runner, in turns", "seconds",
                     lambda: interleaved_samples(calls, CPU, warmup=0, repeat=args.tokens, rounds=3))
