@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import platform
 import statistics
 import time
@@ -75,6 +76,27 @@ def status(text: str) -> None:
     _status(text)
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No automatic garbage collection within the block; for first calls, which compile.
+
+    Once torch.compile has run in a process, Dynamo's patched ``nn.Module.__init__`` records every new
+    module in a dict keyed by id whose entries weakref callbacks delete when the module dies
+    (``GenerationTracker.generation_values``). thunder's interpreter walks that dict when the traced
+    code builds a module (litgpt's ``GPT.forward`` builds an ``nn.Identity`` per call); a collection
+    during the walk that frees modules of earlier configurations, held in reference cycles, changes it
+    under the walk: "InterpreterError: ... dictionary changed size during iteration".
+    """
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -109,7 +131,8 @@ def interleaved_samples(
     for i in range(warmup):
         for name, call in calls.items():
             status(f"compiling {name}" if i == 0 else f"warming up {name}")
-            call()
+            with gc_paused() if i == 0 else contextlib.nullcontext():
+                call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
     block = max(1, repeat // rounds)
     while any(len(s) < repeat for s in samples.values()):
