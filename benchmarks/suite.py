@@ -52,7 +52,9 @@ def parse(argv: Sequence[str] | None, prog: str = "thunder-ext bench") -> argpar
     # On the 2-core CPU machines here, PyTorch's 2-thread OpenMP pool costs about 3 ms per parallel op
     # (an add of 65,536 floats: 3,100 µs with 2 threads, 14 µs with 1), which would swamp every comparison.
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU (default: 1)")
-    parser.add_argument("--out", type=Path, help=f"where tables and plots go (default: {DOCS} for a full run)")
+    parser.add_argument(
+        "--out", type=Path, help=f"where tables and plots go (default: {DOCS}; with --quick, a new temporary folder)"
+    )
     args = parser.parse_args(argv)
     if args.out is None:  # a smoke run never touches the recorded results unless asked to
         args.out = Path(tempfile.mkdtemp(prefix="thunder-ext-bench-")) if args.quick else DOCS

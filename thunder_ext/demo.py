@@ -79,7 +79,8 @@ def summary(samples: dict[str, list[float]], reference: str = "eager") -> list[s
     lines = []
     for name, s in samples.items():
         q1, median, q3 = quartiles(s)
-        line = f"{name:>16}: {median * 1e3:8.2f} ms/token (quartiles {q1 * 1e3:.2f}-{q3 * 1e3:.2f}), {median / ref_median:.2f}x {reference}"
+        spread = f"quartiles {q1 * 1e3:.2f}-{q3 * 1e3:.2f}"
+        line = f"{name:>16}: {median * 1e3:8.2f} ms/token ({spread}), {median / ref_median:.2f}x {reference}"
         if name != reference and q1 <= ref_q3 and ref_q1 <= q3:
             line += " -- spreads overlap: too noisy to conclude (more --tokens, or a quieter machine)"
         lines.append(line)

@@ -5,8 +5,9 @@ input fails deep inside, with a message that names neither the op nor the tensor
 thunder.dtypes.float32 but found thunder.dtypes.float64!". This module wraps the trace-time function
 (the ``meta``) of every in-place symbol thunder registers, so that the error says which op failed, the
 tensor it writes into and the other tensors it was given (dtype, shape), the user's line that called it
-(which names the tensors as the program does), then thunder's text. The error keeps thunder's type and is raised while tracing, before anything runs. Like
-``thunder_gaps``, it adapts thunder's own tables at import, so stock ``thunder.jit`` gains it too.
+(which names the tensors as the program does), then thunder's text. The error keeps thunder's type and
+is raised while tracing, before anything runs. Like ``thunder_gaps``, it adapts thunder's own tables at
+import, so stock ``thunder.jit`` gains it too.
 """
 
 from __future__ import annotations
