@@ -42,7 +42,7 @@ def parse(argv: Sequence[str] | None, prog: str = "thunder-ext bench") -> argpar
     description = (
         "Run the benchmark suite: each case under every runner, side by side. A full run takes tens of "
         "minutes on a 2-core CPU (each torch.compile runner compiles for up to a minute per configuration) "
-        f"and writes tables, plots and targets into {DOCS}/; --quick takes a few minutes and writes into a "
+        f"and writes tables, plots and targets into {DOCS}/; --quick takes about 15 minutes and writes into a "
         "new temporary folder unless --out names one."
     )
     parser = argparse.ArgumentParser(prog=prog, description=description)

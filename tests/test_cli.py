@@ -8,6 +8,7 @@ import functools
 import gc
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -35,14 +36,18 @@ def stand_in_case(monkeypatch, tmp_path):
         report=lambda results: Table("stand_in", "Stand-in", "", ["x"], [["1"]], targets=[Target("t", "1", True)]),
     )
     monkeypatch.setattr(suite, "CASES", {"stand_in": case})
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+    repo, temporary = tmp_path / "repo", tmp_path / "tmp"
+    repo.mkdir(), temporary.mkdir()
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))  # where a quick run's folder goes
+    return repo
 
 
 def test_a_quick_run_leaves_the_recorded_results_alone(stand_in_case, capsys):
     suite.main(["--quick", "--cases", "stand_in"])
     assert not (stand_in_case / "docs").exists()
     written = Path(capsys.readouterr().out.split("writing into ")[1].split("\n")[0])
+    assert written.parent == stand_in_case.parent / "tmp"
     assert (written / "stand_in.md").exists() and (written / "targets.json").exists()
 
 

@@ -11,7 +11,7 @@ COMMANDS = {
     "demo": "decode 12 tokens with a small litgpt model under eager, thunder.jit and thunder_ext.jit; print "
     "the in-place writes and the time per token (about 2 minutes on a 2-core CPU, most of it compiling)",
     "bench": "run the benchmark suite and write its tables and plots (a full run: tens of minutes on a "
-    "2-core CPU; --quick: a few minutes, into a temporary folder)",
+    "2-core CPU; --quick: about 15 minutes, into a temporary folder)",
 }
 
 
