@@ -45,8 +45,12 @@ def first_call(runner: str, base: torch.nn.Module, device: torch.device) -> floa
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` in a new Python process (spawned: it inherits no thread and no state of this one)."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    pool = multiprocessing.get_context("spawn").Pool(1)
+    try:
         return pool.apply(fn, args)
+    finally:  # let the process exit by itself (a terminated one leaves its semaphores to be warned about)
+        pool.close()
+        pool.join()
 
 
 def measure(length: int, device: torch.device, quick: bool) -> Result:
