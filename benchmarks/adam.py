@@ -12,8 +12,16 @@ import math
 
 import torch
 
-from thunder_ext.benchmarks.measure import RUNNERS, Allocations, allocations, compiled, interleaved_medians
-from thunder_ext.benchmarks.report import Table, Target, mib, ms, ratio
+from thunder_ext.benchmarks.measure import (
+    RUNNERS,
+    THUNDER_EXT_TC,
+    TORCH_COMPILE_FRESH,
+    Allocations,
+    allocations,
+    compiled,
+    interleaved_medians,
+)
+from thunder_ext.benchmarks.report import Table, Target, mib, ms, ratio, torch_compile_executor_parity
 
 LR, BETA1, BETA2, EPS, STEP = 1e-3, 0.9, 0.999, 1e-8, 10
 
@@ -74,5 +82,9 @@ def report(results: dict[tuple[int, int], Result]) -> Table:
         table.targets += [
             Target(f"{count} × {numel:,}: thunder_ext no slower than eager", ratio(ext, eager), ext <= eager),
             Target(f"{count} × {numel:,}: thunder_ext faster than stock thunder", ratio(stock, ext), ext < stock),
+            torch_compile_executor_parity(f"{count} × {numel:,}", seconds),
+            Target(f"{count} × {numel:,}: {THUNDER_EXT_TC} at most 1.2x {TORCH_COMPILE_FRESH}",
+                   ratio(seconds[THUNDER_EXT_TC], seconds[TORCH_COMPILE_FRESH]),
+                   seconds[THUNDER_EXT_TC] <= 1.2 * seconds[TORCH_COMPILE_FRESH]),  # fmt: skip
         ]
     return table

@@ -10,7 +10,7 @@ import torch
 
 from thunder_ext.benchmarks.decode import models
 from thunder_ext.benchmarks.measure import RUNNERS, Allocations, allocations, interleaved_medians
-from thunder_ext.benchmarks.report import Table, mib, ms, ratio
+from thunder_ext.benchmarks.report import Table, mib, ms, ratio, torch_compile_executor_parity
 
 TOKENS = 128
 
@@ -46,4 +46,5 @@ def report(results: dict[int, Result]) -> Table:
             [str(length), *(ms(seconds[r]) for r in RUNNERS), ratio(seconds["thunder_ext.jit"], seconds["eager"]),
              *(f"{mib(allocs[r].largest)} / {mib(allocs[r].peak)}" for r in RUNNERS)]  # fmt: skip
         )
+        table.targets.append(torch_compile_executor_parity(f"max_seq_length {length}", seconds))
     return table

@@ -95,3 +95,11 @@ def mib(b: int) -> str:
 
 def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x"
+
+
+def torch_compile_executor_parity(row: str, seconds: dict[str, float]) -> Target:
+    """The extension with thunder's torch.compile executor within 1.05x of stock thunder with it, or faster."""
+    from thunder_ext.benchmarks.measure import THUNDER_EXT_TC, THUNDER_TC
+
+    ext, stock = seconds[THUNDER_EXT_TC], seconds[THUNDER_TC]
+    return Target(f"{row}: {THUNDER_EXT_TC} within 1.05x of {THUNDER_TC}", ratio(ext, stock), ext <= 1.05 * stock)

@@ -1,6 +1,8 @@
-"""Run the benchmark suite and write its tables, plots and targets into docs/benchmarks/.
+"""Run the benchmark suite and write its tables, plots and targets: a full run into docs/benchmarks/, a
+--quick one into a new temporary folder unless --out names one.
 
-Cases run config by config under one progress bar; then each case's table (and plot) is written, and
+Cases run config by config under one progress bar, which names the runner compiling or being timed;
+then each case's table (and plot) is written, and
 ``targets.md``: every number the suite is asked to meet, as measured, met or not. A run of some cases
 updates their rows only: ``targets.json`` keeps each case's targets with the run that measured them.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -17,11 +20,11 @@ from datetime import date
 from pathlib import Path
 
 import torch
-from tqdm import tqdm
 
 from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, prefill
-from thunder_ext.benchmarks.measure import machine
+from thunder_ext.benchmarks.measure import machine, report_status
 from thunder_ext.benchmarks.report import Table, Target
+from thunder_ext.extras import require
 
 CASES = {
     "kv_write": kv_cache_write,
@@ -32,16 +35,29 @@ CASES = {
 }
 
 
-def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="thunder-ext bench", description=__doc__.splitlines()[0])
+DOCS = Path("docs/benchmarks")
+
+
+def parse(argv: Sequence[str] | None, prog: str = "thunder-ext bench") -> argparse.Namespace:
+    description = (
+        "Run the benchmark suite: each case under every runner, side by side. A full run takes tens of "
+        "minutes on a 2-core CPU (each torch.compile runner compiles for up to a minute per configuration) "
+        f"and writes tables, plots and targets into {DOCS}/; --quick takes about 15 minutes and writes into a "
+        "new temporary folder unless --out names one."
+    )
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from: {', '.join(CASES)}")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run, not for the docs)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     # On the 2-core CPU machines here, PyTorch's 2-thread OpenMP pool costs about 3 ms per parallel op
     # (an add of 65,536 floats: 3,100 µs with 2 threads, 14 µs with 1), which would swamp every comparison.
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU (default: 1)")
-    parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"), help="where tables and plots go")
+    parser.add_argument(
+        "--out", type=Path, help=f"where tables and plots go (default: {DOCS}; with --quick, a new temporary folder)"
+    )
     args = parser.parse_args(argv)
+    if args.out is None:  # a smoke run never touches the recorded results unless asked to
+        args.out = Path(tempfile.mkdtemp(prefix="thunder-ext-bench-")) if args.quick else DOCS
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     if unknown := [c for c in args.cases if c not in CASES]:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
@@ -78,8 +94,11 @@ def targets_page(record: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    args = parse(argv)
+def main(argv: Sequence[str] | None = None, prog: str = "thunder-ext bench") -> None:
+    args = parse(argv, prog)
+    require("thunder-ext bench")
+    from tqdm import tqdm  # after the check that it is installed
+
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     where = machine(args.device)
@@ -87,7 +106,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     units = [(name, config) for name in args.cases for config in configs[name]]
     results: dict[str, dict] = {name: {} for name in args.cases}
     tables = []
-    with tqdm(units, unit="config") as bar:
+    print(f"writing into {args.out}/", flush=True)
+    with tqdm(units, unit="config") as bar, report_status(bar.set_postfix_str):
         for name, config in bar:
             bar.set_description(f"{name} {config}")
             results[name][config] = CASES[name].measure(config, args.device, args.quick)
@@ -95,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                 tables.append(CASES[name].report(results[name]))
                 written = ", ".join(str(p) for p in tables[-1].write(args.out, where))
                 bar.write(f"{tables[-1].markdown(where)}\nwrote {written}\n")
-    command = ("thunder-ext bench " + " ".join(sys.argv[1:] if argv is None else argv)).strip()
+    command = (f"{prog} " + " ".join(sys.argv[1:] if argv is None else argv)).strip()
     minutes = (time.perf_counter() - start) / 60
     run = f"`{command}` on {where}, {date.today().isoformat()} ({minutes:.1f} minutes)"
     page = targets_page(record_targets(args.out, tables, run))

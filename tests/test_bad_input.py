@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+import thunder.torch as ltorch
 import torch
 from torch.testing import assert_close
 
@@ -60,6 +61,16 @@ def direct_copy_to_out(a, b):
     return b
 
 
+def copy_into(x, y):
+    x.copy_(y)
+    return x
+
+
+def add_into(x, y):
+    x.add_(y)
+    return x
+
+
 def cache():
     return torch.randn(1, 2, 4, 3)
 
@@ -83,8 +94,16 @@ def _transposed(x):
 
 CASES = [
     Case("shape", kv_write, lambda: [cache(), torch.tensor([1]), torch.randn(1, 2, 1, 5)], RuntimeError,
-         r"dimensions of a .* and value"),
-    Case("dtype", kv_write, lambda: [cache(), torch.tensor([1]), token(dtype=torch.float64)], RuntimeError, r"dtype"),
+         r"index_copy_: cannot write into self \(float32, shape \(1, 2, 4, 3\)\) from .*source \(float32, shape "
+         r"\(1, 2, 1, 5\)\) at .*: `k.index_copy_\(2, pos, new\)`: .*dimensions of a .* and value"),
+    Case("dtype", kv_write, lambda: [cache(), torch.tensor([1]), token(dtype=torch.float64)], RuntimeError,
+         r"index_copy_: cannot write into self \(float32, .* source \(float64, .*`k.index_copy_\(2, pos, new\)`"),
+    Case("copy-shape", copy_into, lambda: [torch.zeros(2, 4), torch.ones(3)], RuntimeError,
+         r"copy_: cannot write into self \(float32, shape \(2, 4\)\) from b \(float32, shape \(3,\)\) at .*: "
+         r"`x.copy_\(y\)`: expand"),
+    Case("add-shape", add_into, lambda: [torch.zeros(2, 4), torch.ones(3)], RuntimeError,
+         r"add_: cannot write into self \(float32, shape \(2, 4\)\) from b \(float32, shape \(3,\)\) at .*: "
+         r"`x.add_\(y\)`: .*broadcast"),
     Case("device", direct_copy_to_out, lambda: [torch.randn(3), torch.empty(3, device="meta")],
          thunder_ext.CopyToOutError, r"copy_to_out_: cannot write `\w+` into `\w+`: device .*cpu.* vs .*meta"),
     Case("copy-to-out-shape", direct_copy_to_out, lambda: [torch.randn(3), torch.empty(4)],
@@ -132,6 +151,11 @@ def test_bad_input_raises_and_leaves_inputs_as_eager_does(case: Case):
     for i, (a, e) in enumerate(zip(args, expected)):
         if a.device.type != "meta":
             assert_close(a.detach(), e.detach(), msg=lambda m: f"argument {i} differs from eager after the error: {m}")
+
+
+@pytest.mark.parametrize("symbol", [*ltorch._inplace_to_out_of_place, ltorch.copy_], ids=lambda s: s.name)
+def test_every_in_place_op_names_itself_in_its_trace_time_errors(symbol):
+    assert getattr(symbol.meta, "names_errors", False)
 
 
 def test_the_docs_table_lists_exactly_these_cases():

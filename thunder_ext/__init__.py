@@ -7,7 +7,16 @@
 - ``jit``: ``thunder.jit`` with all of the above.
 """
 
-import thunder_ext.thunder_gaps  # noqa: F401  (registers what thunder 0.2.6 lacks; see the module)
+import importlib
+import warnings
+
+# thunder warns at import that an optional GPU library is absent; only that warning, only during the import
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="transformer_engine module not found", category=UserWarning)
+    importlib.import_module("thunder")
+
+import thunder_ext.thunder_gaps  # noqa: F401, E402  (registers what thunder 0.2.6 lacks; see the module)
+import thunder_ext.inplace_errors  # noqa: F401, E402  (in-place ops' trace-time errors name the op and tensors)
 from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
 from thunder_ext.jit import inplace_decisions, jit
 from thunder_ext.primitive import CopyToOutError, copy_to_out_

@@ -1,8 +1,9 @@
 """Demo: greedy decoding with a small litgpt model and its KV cache under thunder_ext.jit.
 
 Prints the in-place cache writes of the execution trace, how the checker decided each, and the
-time per decoded token next to eager PyTorch and stock ``thunder.jit``.
-Run: ``python -m thunder_ext.demo [--max-seq-length N] [--tokens N]``.
+time per decoded token next to eager PyTorch and stock ``thunder.jit``: the runners take turns in
+blocks of tokens, so that a load on the machine falls on all of them alike, and each median comes
+with its spread. Run: ``thunder-ext demo`` or ``python -m thunder_ext.demo`` (``--help`` for the options).
 """
 
 from __future__ import annotations
@@ -10,15 +11,19 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
+import sys
 import time
-import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import thunder
 import torch
 
 import thunder_ext
+from thunder_ext.benchmarks.measure import interleaved_samples
+from thunder_ext.extras import require
 from thunder_ext.transforms.aliasing import is_copy_to_out
+
+CPU = torch.device("cpu")
 
 
 def small_model(max_seq_length: int) -> torch.nn.Module:
@@ -47,40 +52,85 @@ def small_model(max_seq_length: int) -> torch.nn.Module:
     return model
 
 
-def decode(model, prompt: torch.Tensor, tokens: int) -> tuple[list[int], list[float]]:
-    """Greedy decoding with the KV cache; returns the tokens and the seconds each decode step took."""
-    model.set_kv_cache(batch_size=1)
-    logits = model(prompt, torch.arange(prompt.shape[1]))
-    out, seconds = [], []
-    for step in range(tokens):
-        token = logits[:, -1].argmax(-1, keepdim=True)
-        out.append(int(token))
-        start = time.perf_counter()
-        logits = model(token, torch.tensor([prompt.shape[1] + step]))
-        seconds.append(time.perf_counter() - start)
-    return out, seconds
+class Decoder:
+    """Greedy decoding of one runner with its KV cache, one token per ``step()``."""
+
+    def __init__(self, model, prompt: torch.Tensor) -> None:
+        self.model, self.position, self.tokens = model, prompt.shape[1], []
+        model.set_kv_cache(batch_size=1)
+        self.logits = model(prompt, torch.arange(self.position))
+
+    def step(self) -> None:
+        token = self.logits[:, -1].argmax(-1, keepdim=True)
+        self.tokens.append(int(token))
+        self.logits = self.model(token, torch.tensor([self.position]))
+        self.position += 1
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def quartiles(samples: list[float]) -> tuple[float, float, float]:
+    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return q1, median, q3
+
+
+def summary(samples: dict[str, list[float]], reference: str = "eager") -> list[str]:
+    """One line per runner: the median ms per token, the spread (quartiles) and the ratio to the reference,
+    with a warning where the two spreads overlap: the ratio is then within the noise."""
+    ref_q1, ref_median, ref_q3 = quartiles(samples[reference])
+    lines = []
+    for name, s in samples.items():
+        q1, median, q3 = quartiles(s)
+        spread = f"quartiles {q1 * 1e3:.2f}-{q3 * 1e3:.2f}"
+        line = f"{name:>16}: {median * 1e3:8.2f} ms/token ({spread}), {median / ref_median:.2f}x {reference}"
+        if name != reference and q1 <= ref_q3 and ref_q1 <= q3:
+            line += " -- spreads overlap: too noisy to conclude (more --tokens, or a quieter machine)"
+        lines.append(line)
+    return lines
+
+
+def timed(what: str, estimate: str, fn: Callable[[], object]) -> object:
+    """``fn()``, with a status line before (what, and how long it should take) and the time it took after."""
+    print(f"{what} ({estimate}) ...", end=" ", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    result = fn()
+    print(f"{time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    return result
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.demo") -> None:
+    description = (
+        "Decode with a small litgpt model (4 layers) under eager, thunder.jit and thunder_ext.jit: print the "
+        "in-place KV-cache writes of the execution trace, how each was decided, and the time per token with "
+        "its spread. About 2 minutes on a 2-core CPU, most of it thunder compiling."
+    )
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--max-seq-length", type=int, default=4096)
-    parser.add_argument("--tokens", type=int, default=12)
+    parser.add_argument("--tokens", type=int, default=12, help="tokens timed per runner (default: 12)")
     # as the benchmarks do: a 2-thread OpenMP pool costs milliseconds per op on small VMs (docs/benchmarks.md)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
     args = parser.parse_args(argv)
+    require("thunder-ext demo")
     torch.set_num_threads(args.threads)
-    warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
     base = small_model(args.max_seq_length)
     prompt = torch.randint(0, 1024, (1, 8), generator=torch.Generator().manual_seed(0))
-    runners = {
+    models = {
         "eager": copy.deepcopy(base),
         "thunder.jit": thunder.jit(copy.deepcopy(base)),
         "thunder_ext.jit": thunder_ext.jit(copy.deepcopy(base)),
     }
-    results = {name: decode(model, prompt, args.tokens) for name, model in runners.items()}
+    decoders = {}
+    for name, model in models.items():
+        # the estimates: a 2-core CPU, one thread
+        compiling = name != "eager"
+        estimate = "about 30-60 s: thunder compiles the prefill" if compiling else "a second"
+        decoders[name] = timed(f"{name}: prefill and first token", estimate, lambda m=model: Decoder(m, prompt))
+        estimate = "about 25 s: thunder compiles the decode step" if compiling else "a second"
+        timed(f"{name}: first decode step", estimate, decoders[name].step)
+    calls = {name: d.step for name, d in decoders.items()}
+    samples = timed(f"timing {args.tokens} tokens per runner, in turns", "seconds",
+                    lambda: interleaved_samples(calls, CPU, warmup=0, repeat=args.tokens, rounds=3))
 
-    ext = runners["thunder_ext.jit"]
+    ext = models["thunder_ext.jit"]
     print("== KV-cache writes in the decode step's execution trace (thunder.last_traces(model)[-1]) ==")
     for bsym in thunder.last_traces(ext)[-1].bound_symbols:
         # a write, or an op fused with the write it feeds (buffer reuse's ops are neither)
@@ -90,13 +140,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     for decision in thunder_ext.inplace_decisions(ext):
         print(decision)
 
-    print(f"\n== Decode, 4 layers, n_embd 512, max_seq_length {args.max_seq_length}, {args.tokens} tokens, CPU, {args.threads} thread(s) ==")
-    eager_ms = statistics.median(results["eager"][1]) * 1e3
-    for name, (tokens, seconds) in results.items():
-        ms = statistics.median(seconds) * 1e3
-        same = "same tokens as eager" if tokens == results["eager"][0] else "TOKENS DIFFER FROM EAGER"
-        print(f"{name:>16}: {ms:8.2f} ms/token ({ms / eager_ms:.2f}x eager), {same}")
-    if results["thunder_ext.jit"][0] != results["eager"][0]:
+    print(f"\n== Decode, 4 layers, n_embd 512, max_seq_length {args.max_seq_length}, {args.tokens} tokens timed, CPU, {args.threads} thread(s) ==")
+    print("\n".join(summary(samples)))
+    eager_tokens = decoders["eager"].tokens
+    for name, d in decoders.items():
+        print(f"{name:>16}: {'same tokens as eager' if d.tokens == eager_tokens else 'TOKENS DIFFER FROM EAGER'}")
+    if decoders["thunder_ext.jit"].tokens != eager_tokens:
         raise SystemExit("thunder_ext.jit decoded different tokens than eager")
 
 
