@@ -5,12 +5,14 @@
 - ``thunder_ext.executors``: the executors that run proven writes in place (PyTorch; nvFuser where it loads,
   ``nvfuser_inplace_available()`` says why not).
 - ``jit``: ``thunder.jit`` with all of the above.
+- ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
 """
 
 import thunder_ext.thunder_gaps  # noqa: F401  (registers what thunder 0.2.6 lacks; see the module)
 from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
 from thunder_ext.jit import inplace_decisions, jit
 from thunder_ext.primitive import CopyToOutError, copy_to_out_
+from thunder_ext.tensor_scatter import tensor_scatter_
 from thunder_ext.transforms import (
     AliasedArgumentsError,
     InplaceDecision,
@@ -31,4 +33,5 @@ __all__ = [
     "inplace_ex",
     "jit",
     "nvfuser_inplace_available",
+    "tensor_scatter_",
 ]

@@ -1,0 +1,167 @@
+"""``tensor_scatter_``: ONNX TensorScatter-24 (and its packed form) as one in-place indexed write.
+
+``update[b, ..., s, ...]`` goes to ``cache[b, ..., write_indices[b] + s, ...]`` (modulo the cache length S
+in circular mode); in the packed form, token t of sequence b (``cu_seqlens[b] <= t < cu_seqlens[b + 1]``)
+goes to position ``write_indices[b] + t - cu_seqlens[b]`` of sequence b.
+
+The write is one ``cache.index_put_`` with an index tensor for every axis up to ``axis``: the sequence
+of each token on axis 0, ``arange`` on the axes between, the position on ``axis``. Under the jit thunder
+traces it as ``index_put`` plus ``copy_``, which the extension runs in place. Shapes, dtypes and the axis
+are checked before anything runs (while tracing, under the jit); what only the data reveals (a position
+past S, ``cu_seqlens`` that do not add up) is checked by ``token_positions``, an op of its own that runs
+before the write: it takes integer tensors, so the functionalizer orders every write after it.
+"""
+
+from __future__ import annotations
+
+import torch
+from thunder.core import dtypes
+from thunder.core.jit_ext import (
+    _general_jit_lookaside_map,
+    ensure_recursive_proxies,
+    interpreter_needs_wrap,
+    record_source_loc_in_symbol_header,
+)
+from thunder.core.proxies import TensorProxy
+from thunder.executors.torchex import ex as torch_ex
+
+MODES = ("linear", "circular")
+
+
+def _fail(error: type[Exception], argument: str, text: str) -> Exception:
+    return error(f"tensor_scatter_: `{argument}` {text}")
+
+
+def _check_integer_vector(t, argument: str, length: int) -> None:
+    dtype = dtypes.to_dtype(t.dtype)
+    if not dtypes.is_exact_dtype(dtype) or dtypes.is_boolean_dtype(dtype):
+        raise _fail(TypeError, argument, f"must be an integer tensor, got {t.dtype}")
+    if tuple(t.shape) != (length,):
+        raise _fail(ValueError, argument, f"must have shape ({length},), got {tuple(t.shape)}")
+
+
+def _check_update(cache, update, axis: int, packed: bool) -> None:
+    if update.dtype != cache.dtype or update.device != cache.device:
+        raise _fail(TypeError, "update", f"must be {cache.dtype} on {cache.device} like `cache`, got {update.dtype} on {update.device}")
+    shape, size = list(cache.shape), cache.shape[axis]
+    rest = shape[1:axis] + shape[axis + 1:]
+    if packed:
+        expected = f"({', '.join(map(str, ['T', *rest]))})"
+        ok = list(update.shape[1:]) == rest and update.ndim == cache.ndim - 1
+    else:
+        expected = f"({', '.join(str(d) if i != axis else 'n' for i, d in enumerate(shape))}) with n <= {size}"
+        ok = update.ndim == cache.ndim and [d for i, d in enumerate(update.shape) if i != axis] == shape[:axis] + shape[axis + 1:]
+        ok = ok and update.shape[axis] <= size
+    if not ok:
+        raise _fail(ValueError, "update", f"must have shape {expected} for a cache of shape {tuple(shape)}, got {tuple(update.shape)}")
+
+
+def _checked_axis(cache, axis: int) -> int:
+    if cache.ndim < 2:
+        raise _fail(ValueError, "cache", f"must have a batch axis and a sequence axis, got shape {tuple(cache.shape)}")
+    if not -cache.ndim <= axis < cache.ndim or axis % cache.ndim == 0:
+        raise _fail(ValueError, "axis", f"must name a sequence axis of the {cache.ndim}-D cache other than the batch axis 0, got {axis}")
+    return axis % cache.ndim
+
+
+def _validate(cache, update, write_indices, axis: int, mode: str, cu_seqlens) -> int:
+    """``axis`` made non-negative, after checking everything the shapes and dtypes decide."""
+    if mode not in MODES:
+        raise _fail(ValueError, "mode", f"must be one of {MODES}, got {mode!r}")
+    axis = _checked_axis(cache, axis)
+    batch = cache.shape[0]
+    if write_indices is not None:
+        _check_integer_vector(write_indices, "write_indices", batch)
+    if cu_seqlens is not None:
+        _check_integer_vector(cu_seqlens, "cu_seqlens", batch + 1)
+    _check_update(cache, update, axis, packed=cu_seqlens is not None)
+    return axis
+
+
+def token_positions(
+    write_indices: torch.Tensor, cu_seqlens: torch.Tensor | None, tokens: int, size: int, circular: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sequence and the position of each update token: (B, ``tokens``) each, or (``tokens``,) in the
+    packed form. Raises, naming the argument, where the data breaks the op's rules (thunder's trace runs
+    this function as one op)."""
+    write_indices = write_indices.long()  # an int8 start plus an offset must not wrap
+    batch = write_indices.shape[0]
+    if cu_seqlens is None:
+        seq = torch.arange(batch, device=write_indices.device)[:, None].expand(batch, tokens)
+        offset = torch.arange(tokens, device=write_indices.device).expand(batch, tokens)
+        lengths = torch.full_like(write_indices, tokens)
+    else:
+        seq, offset, lengths = _packed_tokens(cu_seqlens.long(), tokens, size)
+    pos = write_indices[seq] + offset
+    if circular:
+        return seq, pos % size
+    past = (write_indices < 0) | (write_indices + lengths > size)
+    if bool(past.any()):
+        b = int(past.nonzero()[0, 0])
+        raise _fail(IndexError, f"write_indices[{b}]", f"= {int(write_indices[b])} with {int(lengths[b])} tokens "
+                    f"writes outside the {size} positions of the cache in linear mode")  # fmt: skip
+    return seq, pos
+
+
+def _packed_tokens(cu_seqlens: torch.Tensor, tokens: int, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Sequence of each token, its offset in its sequence, and the length of each sequence."""
+    lengths = cu_seqlens.diff()
+    if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != tokens or bool((lengths < 0).any()):
+        raise _fail(ValueError, "cu_seqlens", f"must rise from 0 to the {tokens} tokens of `update`, got {cu_seqlens.tolist()}")
+    if bool((lengths > size).any()):
+        raise _fail(ValueError, "cu_seqlens", f"gives a sequence more tokens than the cache's {size} positions: {lengths.tolist()}")
+    seq = torch.repeat_interleave(torch.arange(len(lengths), device=cu_seqlens.device), lengths, output_size=tokens)
+    return seq, torch.arange(tokens, device=cu_seqlens.device) - cu_seqlens[seq], lengths
+
+
+def _token_positions_meta(write_indices, cu_seqlens, tokens, size, circular):
+    shape = (write_indices.shape[0], tokens) if cu_seqlens is None else (tokens,)
+    return tuple(TensorProxy(like=write_indices, shape=shape, dtype=dtypes.int64) for _ in range(2))
+
+
+# An op of thunder's PyTorch executor (always present, so stock ``thunder.jit`` runs it too), traced in
+# place of the Python function as thunder traces torch functions (see ``thunder_gaps.fill_``).
+_token_positions_op = torch_ex.register_operator(
+    "tensor_scatter_token_positions", meta=_token_positions_meta, fn=token_positions
+)
+_general_jit_lookaside_map[token_positions] = ensure_recursive_proxies(
+    interpreter_needs_wrap(record_source_loc_in_symbol_header(_token_positions_op))
+)
+
+
+def _indices(cache, seq, pos, axis: int) -> tuple:
+    """One index tensor per axis up to ``axis``, broadcasting to the token grid of ``update``: (B, ...,
+    n) or, packed, (T, ...). The token axes take seq and pos; each axis between takes its ``arange``."""
+    grid = axis + seq.ndim - 1
+    middle = [
+        torch.arange(cache.shape[i], device=cache.device).view([1] * i + [cache.shape[i]] + [1] * (grid - 1 - i))
+        for i in range(1, axis)
+    ]
+    if seq.ndim == 2:  # (B, n): the batch opens the grid, the n positions close it
+        return (seq[:, 0].view([-1] + [1] * axis), *middle, pos.view([pos.shape[0]] + [1] * (axis - 1) + [pos.shape[1]]))
+    return (seq.view([-1] + [1] * (axis - 1)), *middle, pos.view([-1] + [1] * (axis - 1)))
+
+
+def tensor_scatter_(
+    cache: torch.Tensor,
+    update: torch.Tensor,
+    write_indices: torch.Tensor | None = None,
+    *,
+    axis: int = -2,
+    mode: str = "linear",
+    cu_seqlens: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Write ``update`` into ``cache`` in place at per-sequence positions, as ONNX TensorScatter-24 does.
+
+    ``cache``: (B, ..., S, ...), ``axis`` pointing at S (never 0). ``update``: ``cache``'s shape with
+    n <= S along ``axis``, or, with ``cu_seqlens`` (B + 1,), (T, *rest): the tokens of all sequences packed,
+    ``rest`` being ``cache``'s shape without axes 0 and ``axis``. ``write_indices`` (B,): where each sequence
+    starts writing (zeros if None). ``mode="linear"``: every write must fit in S; ``"circular"``: positions
+    wrap modulo S. Bad input raises before anything is written. Returns ``cache``.
+    """
+    axis = _validate(cache, update, write_indices, axis, mode, cu_seqlens)
+    if write_indices is None:
+        write_indices = torch.zeros(cache.shape[0], dtype=torch.int64, device=cache.device)
+    tokens = update.shape[0] if cu_seqlens is not None else update.shape[axis]
+    seq, pos = token_positions(write_indices, cu_seqlens, tokens, cache.shape[axis], mode == "circular")
+    return cache.index_put_(_indices(cache, seq, pos, axis), update)
