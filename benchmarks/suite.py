@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, prefill
+from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, kv_idioms, prefill
 from thunder_ext.benchmarks.measure import machine
 from thunder_ext.benchmarks.report import Table, Target
 
@@ -29,6 +29,7 @@ CASES = {
     "prefill": prefill,
     "adam": adam,
     "compile": compile_time,
+    "kv_idioms": kv_idioms,
 }
 
 
