@@ -42,7 +42,8 @@ def _check_integer_vector(t, argument: str, length: int) -> None:
 
 def _check_update(cache, update, axis: int, packed: bool) -> None:
     if update.dtype != cache.dtype or update.device != cache.device:
-        raise _fail(TypeError, "update", f"must be {cache.dtype} on {cache.device} like `cache`, got {update.dtype} on {update.device}")
+        like, got = f"{cache.dtype} on {cache.device}", f"{update.dtype} on {update.device}"
+        raise _fail(TypeError, "update", f"must be {like} like `cache`, got {got}")
     shape, size = list(cache.shape), cache.shape[axis]
     rest = shape[1:axis] + shape[axis + 1:]
     if packed:
@@ -50,17 +51,19 @@ def _check_update(cache, update, axis: int, packed: bool) -> None:
         ok = list(update.shape[1:]) == rest and update.ndim == cache.ndim - 1
     else:
         expected = f"({', '.join(str(d) if i != axis else 'n' for i, d in enumerate(shape))}) with n <= {size}"
-        ok = update.ndim == cache.ndim and [d for i, d in enumerate(update.shape) if i != axis] == shape[:axis] + shape[axis + 1:]
-        ok = ok and update.shape[axis] <= size
+        ok = update.ndim == cache.ndim and update.shape[axis] <= size
+        ok = ok and [d for i, d in enumerate(update.shape) if i != axis] == shape[:axis] + shape[axis + 1:]
     if not ok:
-        raise _fail(ValueError, "update", f"must have shape {expected} for a cache of shape {tuple(shape)}, got {tuple(update.shape)}")
+        got = f"for a cache of shape {tuple(shape)}, got {tuple(update.shape)}"
+        raise _fail(ValueError, "update", f"must have shape {expected} {got}")
 
 
 def _checked_axis(cache, axis: int) -> int:
     if cache.ndim < 2:
         raise _fail(ValueError, "cache", f"must have a batch axis and a sequence axis, got shape {tuple(cache.shape)}")
     if not -cache.ndim <= axis < cache.ndim or axis % cache.ndim == 0:
-        raise _fail(ValueError, "axis", f"must name a sequence axis of the {cache.ndim}-D cache other than the batch axis 0, got {axis}")
+        text = f"must name a sequence axis of the {cache.ndim}-D cache other than the batch axis 0, got {axis}"
+        raise _fail(ValueError, "axis", text)
     return axis % cache.ndim
 
 
@@ -96,7 +99,7 @@ def token_positions(
     if circular:
         return seq, pos % size
     past = (write_indices < 0) | (write_indices + lengths > size)
-    if bool(past.any()):
+    if bool(past.any()):  # one read back when all is well
         b = int(past.nonzero()[0, 0])
         raise _fail(IndexError, f"write_indices[{b}]", f"= {int(write_indices[b])} with {int(lengths[b])} tokens "
                     f"writes outside the {size} positions of the cache in linear mode")  # fmt: skip
@@ -106,10 +109,14 @@ def token_positions(
 def _packed_tokens(cu_seqlens: torch.Tensor, tokens: int, size: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sequence of each token, its offset in its sequence, and the length of each sequence."""
     lengths = cu_seqlens.diff()
-    if int(cu_seqlens[0]) != 0 or int(cu_seqlens[-1]) != tokens or bool((lengths < 0).any()):
-        raise _fail(ValueError, "cu_seqlens", f"must rise from 0 to the {tokens} tokens of `update`, got {cu_seqlens.tolist()}")
-    if bool((lengths > size).any()):
-        raise _fail(ValueError, "cu_seqlens", f"gives a sequence more tokens than the cache's {size} positions: {lengths.tolist()}")
+    rises = (cu_seqlens[0] == 0) & (cu_seqlens[-1] == tokens) & (lengths >= 0).all()
+    fits = (lengths <= size).all()
+    if not bool(rises & fits):  # one read back when all is well
+        if not bool(rises):
+            text = f"must rise from 0 to the {tokens} tokens of `update`, got {cu_seqlens.tolist()}"
+        else:
+            text = f"gives a sequence more tokens than the cache's {size} positions: {lengths.tolist()}"
+        raise _fail(ValueError, "cu_seqlens", text)
     seq = torch.repeat_interleave(torch.arange(len(lengths), device=cu_seqlens.device), lengths, output_size=tokens)
     return seq, torch.arange(tokens, device=cu_seqlens.device) - cu_seqlens[seq], lengths
 
@@ -138,7 +145,8 @@ def _indices(cache, seq, pos, axis: int) -> tuple:
         for i in range(1, axis)
     ]
     if seq.ndim == 2:  # (B, n): the batch opens the grid, the n positions close it
-        return (seq[:, 0].view([-1] + [1] * axis), *middle, pos.view([pos.shape[0]] + [1] * (axis - 1) + [pos.shape[1]]))
+        batch, n = pos.shape
+        return (seq[:, 0].view([batch] + [1] * axis), *middle, pos.view([batch] + [1] * (axis - 1) + [n]))
     return (seq.view([-1] + [1] * (axis - 1)), *middle, pos.view([-1] + [1] * (axis - 1)))
 
 
