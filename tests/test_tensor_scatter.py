@@ -15,6 +15,7 @@ import thunder
 import torch
 
 import thunder_ext
+from helpers import functionalized_trace, writes_in
 from test_bad_input import CASES as BAD_INPUT_CASES
 
 
@@ -100,6 +101,15 @@ def test_jit_matches_the_reference_in_place(case: Case):
     assert cache.data_ptr() == storage and result.data_ptr() == storage
     decisions = thunder_ext.inplace_decisions(jfn)
     assert len(decisions) == 1 and decisions[0].how != "copy", decisions
+
+
+def test_under_the_jit_it_is_one_symbol_and_one_write():
+    case = CASES[0]
+    jfn = thunder_ext.jit(scatter)
+    jfn(*case.args(), case.axis, case.mode)
+    traced = [b.sym.id for b in thunder.last_traces(jfn)[0].bound_symbols]
+    assert traced.count("thunder_ext.tensor_scatter_") == 1, traced
+    assert len(writes_in(functionalized_trace(jfn))) == 1
 
 
 def test_stock_thunder_jit_computes_it_too():

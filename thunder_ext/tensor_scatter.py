@@ -5,15 +5,19 @@ in circular mode); in the packed form, token t of sequence b (``cu_seqlens[b] <=
 goes to position ``write_indices[b] + t - cu_seqlens[b]`` of sequence b.
 
 The write is one ``cache.index_put_`` with an index tensor for every axis up to ``axis``: the sequence
-of each token on axis 0, ``arange`` on the axes between, the position on ``axis``. Under the jit thunder
-traces it as ``index_put`` plus ``copy_``, which the extension runs in place. Shapes, dtypes and the axis
-are checked before anything runs (while tracing, under the jit); what only the data reveals (a position
-past S, ``cu_seqlens`` that do not add up) is checked by ``token_positions``, an op of its own that runs
-before the write: it takes integer tensors, so the functionalizer orders every write after it.
+of each token on axis 0, ``arange`` on the axes between, the position on ``axis``. Under the jit the call
+is one thunder symbol, ``tensor_scatter_``, which decomposes into that ``index_put`` and a ``copy_``: the
+extension runs it in place. Shapes, dtypes and the axis are checked before anything runs (while tracing,
+under the jit); what only the data reveals (a position past S, ``cu_seqlens`` that do not add up) is
+checked by ``token_positions``, an op of its own that runs before the write: the write uses its result.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import thunder.torch as ltorch
 import torch
 from thunder.core import dtypes
 from thunder.core.jit_ext import (
@@ -22,7 +26,10 @@ from thunder.core.jit_ext import (
     interpreter_needs_wrap,
     record_source_loc_in_symbol_header,
 )
+from thunder.core.langctxs import Languages, langctx
+from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import Symbol
 from thunder.executors.torchex import ex as torch_ex
 
 MODES = ("linear", "circular")
@@ -126,28 +133,54 @@ def _token_positions_meta(write_indices, cu_seqlens, tokens, size, circular):
     return tuple(TensorProxy(like=write_indices, shape=shape, dtype=dtypes.int64) for _ in range(2))
 
 
-# An op of thunder's PyTorch executor (always present, so stock ``thunder.jit`` runs it too), traced in
-# place of the Python function as thunder traces torch functions (see ``thunder_gaps.fill_``).
+# An op of thunder's PyTorch executor: always among the executors, so stock ``thunder.jit`` runs it too.
 _token_positions_op = torch_ex.register_operator(
     "tensor_scatter_token_positions", meta=_token_positions_meta, fn=token_positions
 )
-_general_jit_lookaside_map[token_positions] = ensure_recursive_proxies(
-    interpreter_needs_wrap(record_source_loc_in_symbol_header(_token_positions_op))
+
+
+@dataclass(frozen=True)
+class _Ops:
+    """The few operations the write is built from: PyTorch's in eager, thunder's while tracing."""
+
+    arange: Callable
+    zeros: Callable
+    positions: Callable
+    write: Callable  # (cache, indices, update) -> the written cache
+
+
+_EAGER = _Ops(torch.arange, torch.zeros, token_positions, lambda cache, i, update: cache.index_put_(i, update))
+# thunder writes every in-place op as its functional op and a final copy_: the extension's passes take
+# that copy for the write (``ltorch._copy_`` looked up when called: ``thunder_gaps`` replaces it).
+_TRACED = _Ops(
+    ltorch.arange,
+    ltorch.zeros,
+    _token_positions_op,
+    lambda cache, i, update: ltorch._copy_(cache, ltorch.index_put(cache, i, update)),
 )
 
 
-def _indices(cache, seq, pos, axis: int) -> tuple:
+def _indices(ops: _Ops, cache, seq, pos, axis: int) -> tuple:
     """One index tensor per axis up to ``axis``, broadcasting to the token grid of ``update``: (B, ...,
     n) or, packed, (T, ...). The token axes take seq and pos; each axis between takes its ``arange``."""
     grid = axis + seq.ndim - 1
     middle = [
-        torch.arange(cache.shape[i], device=cache.device).view([1] * i + [cache.shape[i]] + [1] * (grid - 1 - i))
+        ops.arange(cache.shape[i], device=cache.device).view([1] * i + [cache.shape[i]] + [1] * (grid - 1 - i))
         for i in range(1, axis)
     ]
     if seq.ndim == 2:  # (B, n): the batch opens the grid, the n positions close it
         batch, n = pos.shape
         return (seq[:, 0].view([batch] + [1] * axis), *middle, pos.view([batch] + [1] * (axis - 1) + [n]))
     return (seq.view([-1] + [1] * (axis - 1)), *middle, pos.view([-1] + [1] * (axis - 1)))
+
+
+def _scatter(ops: _Ops, cache, update, write_indices, axis: int, mode: str, cu_seqlens):
+    axis = _validate(cache, update, write_indices, axis, mode, cu_seqlens)
+    if write_indices is None:
+        write_indices = ops.zeros(cache.shape[0], dtype=torch.int64, device=cache.device)
+    tokens = update.shape[0] if cu_seqlens is not None else update.shape[axis]
+    seq, pos = ops.positions(write_indices, cu_seqlens, tokens, cache.shape[axis], mode == "circular")
+    return ops.write(cache, _indices(ops, cache, seq, pos, axis), update)
 
 
 def tensor_scatter_(
@@ -167,9 +200,23 @@ def tensor_scatter_(
     starts writing (zeros if None). ``mode="linear"``: every write must fit in S; ``"circular"``: positions
     wrap modulo S. Bad input raises before anything is written. Returns ``cache``.
     """
-    axis = _validate(cache, update, write_indices, axis, mode, cu_seqlens)
-    if write_indices is None:
-        write_indices = torch.zeros(cache.shape[0], dtype=torch.int64, device=cache.device)
-    tokens = update.shape[0] if cu_seqlens is not None else update.shape[axis]
-    seq, pos = token_positions(write_indices, cu_seqlens, tokens, cache.shape[axis], mode == "circular")
-    return cache.index_put_(_indices(cache, seq, pos, axis), update)
+    return _scatter(_EAGER, cache, update, write_indices, axis, mode, cu_seqlens)
+
+
+def _tensor_scatter_meta(cache, update, write_indices=None, *, axis=-2, mode="linear", cu_seqlens=None):
+    return _scatter(_TRACED, cache, update, write_indices, axis, mode, cu_seqlens)
+
+
+# Under the jit, one in-place symbol of thunder's: thunder's interpreter traces a call of
+# ``tensor_scatter_`` as this symbol (as it traces torch functions, see ``thunder_gaps.fill_``), whose
+# decomposition ends in the ``copy_`` that the functionalizer makes one ``copy_to_out_``.
+tensor_scatter_symbol = Symbol(
+    name="tensor_scatter_",
+    meta=langctx(Languages.TORCH)(_tensor_scatter_meta),
+    id="thunder_ext.tensor_scatter_",
+    is_prim=False,
+    tags=(OpTags.IN_PLACE,),
+)
+_general_jit_lookaside_map[tensor_scatter_] = ensure_recursive_proxies(
+    interpreter_needs_wrap(record_source_loc_in_symbol_header(tensor_scatter_symbol))
+)
