@@ -28,8 +28,9 @@ EXECUTOR_SETS = {
 # None for every idiom or every test. Strict: a fix makes the test pass and fails the mark, so it goes.
 KNOWN_FAILURES = {
     ("torch_compile", None, "in_place"): (
-        "the torch.compile executor takes each write into its region, where the checker does not prove it: "
-        "it falls back to a copy of the cache (the torch.compile executor work is not merged yet)"
+        "the torch.compile executor takes each write's functional update (index_copy, index_put) into its "
+        "region, which has no in-place form: the write is a copy of the cache (the torch.compile executor "
+        "work is not merged yet)"
     ),
     ("torch_compile", "litgpt_per_sequence", None): (
         "InplaceOrderingError: a torch.compile region reads the cache after the write of one of its rows "
