@@ -15,7 +15,7 @@ import thunder
 import torch
 
 import thunder_ext
-from helpers import functionalized_trace, writes_in
+from helpers import assert_matches_eager, functionalized_trace, writes_in
 from test_bad_input import CASES as BAD_INPUT_CASES
 
 
@@ -110,6 +110,21 @@ def test_under_the_jit_it_is_one_symbol_and_one_write():
     traced = [b.sym.id for b in thunder.last_traces(jfn)[0].bound_symbols]
     assert traced.count("thunder_ext.tensor_scatter_") == 1, traced
     assert len(writes_in(functionalized_trace(jfn))) == 1
+
+
+def read_around_two_writes(k, new, write_indices):
+    before = k.sum(dim=2)
+    row = k[:, 0]
+    thunder_ext.tensor_scatter_(k, new, write_indices, mode="circular")
+    after = row * 2  # through a view named before the write
+    thunder_ext.tensor_scatter_(k, new * 3, write_indices + 1, mode="circular")
+    return before, after, k.sum()
+
+
+def test_reads_before_between_and_after_writes_match_eager_in_place():
+    args = torch.randn(2, 3, 8, 4), torch.randn(2, 3, 2, 4), torch.tensor([7, 2])
+    jfn = assert_matches_eager(read_around_two_writes, *args)
+    assert [d.how != "copy" for d in thunder_ext.inplace_decisions(jfn)] == [True, True]
 
 
 def test_stock_thunder_jit_computes_it_too():
