@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, prefill
+from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, kv_idioms, prefill
 from thunder_ext.benchmarks.measure import machine, report_status
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.extras import require
@@ -32,6 +32,7 @@ CASES = {
     "prefill": prefill,
     "adam": adam,
     "compile": compile_time,
+    "kv_idioms": kv_idioms,
 }
 
 

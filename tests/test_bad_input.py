@@ -56,6 +56,36 @@ def bad_index_then_write(x, y, pos, src):
     return x.sum()
 
 
+def scatter_write(**options):
+    def write(k, new, idx, cu=None):
+        thunder_ext.tensor_scatter_(k, new, idx, cu_seqlens=cu, **options)
+        return k.sum()
+
+    return write
+
+
+def scatter_two(k, v, new, good, bad):
+    thunder_ext.tensor_scatter_(k, new, good)
+    thunder_ext.tensor_scatter_(v, new, bad)
+    return k.sum()
+
+
+def scatter_two_failing_first(k, v, new, good, bad):
+    thunder_ext.tensor_scatter_(v, new, bad)
+    thunder_ext.tensor_scatter_(k, new, good)
+    return k.sum()
+
+
+def scatter_args(new_shape=(2, 2, 1, 3), idx=(1, 2), cu=None, **kw):
+    """A cache (2, 2, 4, 3), an update, write indices, and ``cu_seqlens`` if given."""
+    args = [torch.randn(2, 2, 4, 3), torch.randn(new_shape, **kw), torch.tensor(idx)]
+    return args if cu is None else [*args, torch.tensor(cu)]
+
+
+def two_caches(bad):
+    return [torch.randn(2, 2, 4, 3), torch.randn(2, 2, 4, 3), torch.randn(2, 2, 1, 3), torch.tensor([0, 3]), torch.tensor(bad)]
+
+
 def direct_copy_to_out(a, b):
     thunder_ext.copy_to_out_(a, out=b)
     return b
@@ -134,6 +164,39 @@ CASES = [
          lambda: [torch.zeros(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
     Case("bad-index-after-a-write", write_then_bad_index,
          lambda: [torch.zeros(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
+    Case("scatter-mode", scatter_write(mode="wrap"), scatter_args, ValueError,
+         r"tensor_scatter_: `mode` must be one of \('linear', 'circular'\), got 'wrap'"),
+    Case("scatter-axis-0", scatter_write(axis=0), scatter_args, ValueError,
+         r"tensor_scatter_: `axis` must name a sequence axis .* other than the batch axis 0, got 0"),
+    Case("scatter-axis-out-of-range", scatter_write(axis=4), scatter_args, ValueError, r"tensor_scatter_: `axis` .* got 4"),
+    Case("scatter-update-shape", scatter_write(), lambda: scatter_args((2, 2, 1, 5)), ValueError,
+         r"tensor_scatter_: `update` must have shape \(2, 2, n, 3\) with n <= 4 .* got \(2, 2, 1, 5\)"),
+    Case("scatter-update-longer-than-cache", scatter_write(), lambda: scatter_args((2, 2, 5, 3)), ValueError,
+         r"tensor_scatter_: `update` must have shape .* n <= 4"),
+    Case("scatter-update-dtype", scatter_write(), lambda: scatter_args(dtype=torch.float64), TypeError,
+         r"tensor_scatter_: `update` must be .*float32"),
+    Case("scatter-float-indices", scatter_write(), lambda: scatter_args(idx=(1.0, 2.0)), TypeError,
+         r"tensor_scatter_: `write_indices` must be an integer tensor"),
+    Case("scatter-indices-length", scatter_write(), lambda: scatter_args(idx=(1, 2, 3)), ValueError,
+         r"tensor_scatter_: `write_indices` must have shape \(2,\), got \(3,\)"),
+    Case("scatter-linear-past-end", scatter_write(), lambda: scatter_args(idx=(1, 4)), IndexError,
+         r"tensor_scatter_: `write_indices\[1\]` = 4 with 1 tokens writes outside the 4 positions .* linear mode"),
+    Case("scatter-negative-index", scatter_write(), lambda: scatter_args(idx=(-1, 0)), IndexError,
+         r"tensor_scatter_: `write_indices\[0\]` = -1"),
+    Case("scatter-packed-update-shape", scatter_write(), lambda: scatter_args((3, 3, 3), cu=(0, 1, 3)), ValueError,
+         r"tensor_scatter_: `update` must have shape \(T, 2, 3\)"),
+    Case("scatter-cu-seqlens-length", scatter_write(), lambda: scatter_args((3, 2, 3), cu=(0, 3)), ValueError,
+         r"tensor_scatter_: `cu_seqlens` must have shape \(3,\), got \(2,\)"),
+    Case("scatter-cu-seqlens-float", scatter_write(), lambda: scatter_args((3, 2, 3), cu=(0.0, 1.0, 3.0)), TypeError,
+         r"tensor_scatter_: `cu_seqlens` must be an integer tensor"),
+    Case("scatter-cu-seqlens-total", scatter_write(), lambda: scatter_args((3, 2, 3), cu=(0, 1, 4)), ValueError,
+         r"tensor_scatter_: `cu_seqlens` must rise from 0 to the 3 tokens of `update`, got \[0, 1, 4\]"),
+    Case("scatter-cu-seqlens-longer-than-cache", scatter_write(), lambda: scatter_args((6, 2, 3), idx=(0, 0), cu=(0, 1, 6)),
+         ValueError, r"tensor_scatter_: `cu_seqlens` gives a sequence more tokens than the cache's 4 positions"),
+    Case("scatter-past-end-after-a-write", scatter_two, lambda: two_caches([0, 4]), IndexError,
+         r"tensor_scatter_: `write_indices\[1\]` = 4"),
+    Case("scatter-past-end-before-a-write", scatter_two_failing_first, lambda: two_caches([0, 4]), IndexError,
+         r"tensor_scatter_: `write_indices\[1\]` = 4"),
 ]  # fmt: skip
 
 

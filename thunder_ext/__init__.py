@@ -5,6 +5,7 @@
 - ``thunder_ext.executors``: the executors that run proven writes in place (PyTorch; nvFuser where it loads,
   ``nvfuser_inplace_available()`` says why not).
 - ``jit``: ``thunder.jit`` with all of the above.
+- ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
 """
 
 import importlib
@@ -20,6 +21,7 @@ import thunder_ext.inplace_errors  # noqa: F401, E402  (in-place ops' trace-time
 from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
 from thunder_ext.jit import inplace_decisions, jit
 from thunder_ext.primitive import CopyToOutError, copy_to_out_
+from thunder_ext.tensor_scatter import tensor_scatter_
 from thunder_ext.transforms import (
     AliasedArgumentsError,
     InplaceDecision,
@@ -40,4 +42,5 @@ __all__ = [
     "inplace_ex",
     "jit",
     "nvfuser_inplace_available",
+    "tensor_scatter_",
 ]
