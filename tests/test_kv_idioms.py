@@ -1,8 +1,7 @@
 """The KV-cache write idioms of ``benchmarks/kv_idioms.py`` under ``thunder_ext.jit``, against eager.
 
-Each idiom, under each executor set: outputs and caches match eager, the caches keep their storage,
-every write runs in place, and no call allocates anything cache-sized. ``EXECUTOR_SETS`` is the one
-parameter to extend with another executor list.
+Each idiom, under each executor set (tests/conftest.py): outputs and caches match eager, the caches keep
+their storage, every write runs in place, and no call allocates anything cache-sized.
 """
 
 from __future__ import annotations
@@ -10,52 +9,23 @@ from __future__ import annotations
 import functools
 
 import pytest
-import thunder
 import torch
-from thunder.executors.torch_compile import torch_compile_ex
 from torch.utils._pytree import tree_flatten
 
 import thunder_ext
 from thunder_ext.benchmarks.kv_idioms import IDIOMS, report, setup
-from thunder_ext.benchmarks.measure import Allocations, allocations
+from thunder_ext.benchmarks.measure import RUNNERS, Allocations, allocations
 
 SIZE = 64
-EXECUTOR_SETS = {
-    "default": lambda: None,
-    "torch_compile": lambda: [torch_compile_ex, *thunder.get_default_executors()],
-}
-# Where an executor set does not (yet) give what a test asks, and why: (executor set, idiom, test), with
-# None for every idiom or every test. Strict: a fix makes the test pass and fails the mark, so it goes.
-KNOWN_FAILURES = {
-    ("torch_compile", None, "in_place"): (
-        "the torch.compile executor takes each write's functional update (index_copy, index_put) into its "
-        "region, which has no in-place form: the write is a copy of the cache (the torch.compile executor "
-        "work is not merged yet)"
-    ),
-    ("torch_compile", "litgpt_per_sequence", None): (
-        "InplaceOrderingError: a torch.compile region reads the cache after the write of one of its rows "
-        "(the torch.compile executor work is not merged yet)"
-    ),
-}
-
-
-def params(test: str) -> list:
-    out = []
-    for executors in EXECUTOR_SETS:
-        for idiom in IDIOMS:
-            reason = KNOWN_FAILURES.get((executors, idiom, None)) or KNOWN_FAILURES.get((executors, None, test))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            out.append(pytest.param(executors, idiom, id=f"{executors}-{idiom}", marks=marks))
-    return out
 
 
 class Jitted:
     """An idiom compiled once per executor set and shared by the tests; it counts its calls, so that eager
     can be stepped as often (a test may run after another has called it)."""
 
-    def __init__(self, executors: str, idiom: str):
+    def __init__(self, idiom: str):
         self.setup = setup(idiom, SIZE)
-        self.fn = thunder_ext.jit(self.setup.fn, executors=EXECUTOR_SETS[executors]())
+        self.fn = thunder_ext.jit(self.setup.fn)  # thunder's default executors: the executor set's
         self.calls = 0
 
     def __call__(self):
@@ -64,17 +34,17 @@ class Jitted:
 
 
 @functools.cache
-def jitted(executors: str, idiom: str) -> Jitted:
-    return Jitted(executors, idiom)
+def jitted(executor_set: str, idiom: str) -> Jitted:
+    return Jitted(idiom)
 
 
 def tensors(result) -> list[torch.Tensor]:
     return [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
 
 
-@pytest.mark.parametrize("executors, idiom", params("values"))
-def test_values_and_caches_match_eager_and_keep_their_storage(executors, idiom):
-    j, eager = jitted(executors, idiom), setup(idiom, SIZE)
+@pytest.mark.parametrize("idiom", IDIOMS)
+def test_values_and_caches_match_eager_and_keep_their_storage(executor_set, idiom):
+    j, eager = jitted(executor_set, idiom), setup(idiom, SIZE)
     storage = [c.data_ptr() for c in j.setup.caches]
     got = tensors(j())
     for _ in range(j.calls):
@@ -85,9 +55,9 @@ def test_values_and_caches_match_eager_and_keep_their_storage(executors, idiom):
     assert [c.data_ptr() for c in j.setup.caches] == storage, "a cache moved to new storage"
 
 
-@pytest.mark.parametrize("executors, idiom", params("in_place"))
-def test_every_write_in_place_with_no_cache_sized_allocation(executors, idiom):
-    j = jitted(executors, idiom)
+@pytest.mark.parametrize("idiom", IDIOMS)
+def test_every_write_in_place_with_no_cache_sized_allocation(executor_set, idiom):
+    j = jitted(executor_set, idiom)
     j()
     copies = [d for d in thunder_ext.inplace_decisions(j.fn) if d.how == "copy"]
     assert not copies, copies
@@ -96,12 +66,12 @@ def test_every_write_in_place_with_no_cache_sized_allocation(executors, idiom):
 
 
 def _results(time_at_large: float, largest: int) -> dict:
-    runners = ("eager", "thunder.jit", "thunder_ext.jit", "torch.compile")
-    alloc = {r: Allocations(largest, largest, largest) for r in runners}
-    by_size = {256: ({r: 1e-5 for r in runners}, alloc), 16384: ({r: time_at_large for r in runners}, alloc)}
+    alloc = {r: Allocations(largest, largest, largest) for r in RUNNERS}
+    by_size = {256: ({r: 1e-5 for r in RUNNERS}, alloc), 16384: ({r: time_at_large for r in RUNNERS}, alloc)}
     return {"gpt_fast_setitem": by_size, "tensor_scatter_packed": by_size}
 
 
+@pytest.mark.executor_sets("defaults")  # compiles nothing
 @pytest.mark.parametrize(
     "time_at_large, largest, met", [(1.1e-5, 64, [True, True]), (1.3e-5, 64, [False, True]), (1e-5, 2**25, [True, False])]
 )
