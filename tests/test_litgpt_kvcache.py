@@ -125,7 +125,7 @@ def test_bfloat16_autocast():
     torch.manual_seed(0)
     autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
     pair = Pair(small_llama(), context=autocast)
-    # The cache is allocated in the autocast dtype: see docs/known_limits.md for a float32 cache.
+    # The cache is allocated in the autocast dtype: see docs/design.md#limits for a float32 cache.
     pair.set_kv_cache(batch_size=1, max_seq_length=16, dtype=torch.bfloat16)
     pair.greedy(torch.randint(0, VOCAB, (1, 4)), 4)
     assert all(t.dtype == torch.bfloat16 for t in caches(pair.copy))
