@@ -1,11 +1,14 @@
-"""The public API tells the truth: decisions describe the trace that ran, and a transform without its
-executor says what is missing."""
+"""The public API tells the truth: decisions describe the trace that ran, name the user's line, and a
+transform without its executor says what is missing."""
+
+import inspect
 
 import pytest
 import thunder
 import torch
 
 import thunder_ext
+from helpers import assert_matches_eager
 
 
 def write_or_overlap(x, idx, overlap: bool):
@@ -28,6 +31,30 @@ def test_decisions_follow_the_cache_entry_that_ran_last():
         assert (write == "copy_to_out_") == (decision.how == "copy"), (write, decision)
         hows.append(decision.how)
     assert hows == ["in place at the write", "copy", "in place at the write"]
+
+
+def test_decisions_name_the_source_line_and_the_bytes():
+    def f(k, pos, new):
+        k.index_copy_(1, pos, new)
+        return k.sum()
+
+    jfn = assert_matches_eager(f, torch.randn(2, 8, 3), torch.tensor([5]), torch.randn(2, 1, 3))
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    lines, first = inspect.getsourcelines(f)
+    assert decision.source == f"{__file__}:{first + 1}: k.index_copy_(1, pos, new)"
+    assert decision.nbytes == 2 * 8 * 3 * 4
+    assert decision.source in str(decision) and "192 bytes" in str(decision)
+
+
+def test_a_chain_of_writes_names_its_last_line():
+    def f(x, y):
+        x.add_(y)
+        x.mul_(2)
+        return x * 1
+
+    jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3))
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.source.endswith(": x.mul_(2)"), decision
 
 
 def test_transform_without_its_executor_says_what_to_add():

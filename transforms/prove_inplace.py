@@ -33,7 +33,7 @@ from thunder.core import prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
 from thunder.core.symbol import BoundSymbol, Symbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, get_source_line
 from thunder.core.transform_common import dce
 from thunder.executors.passes import del_last_used
 from thunder.executors.torchex import ex as torch_ex
@@ -73,16 +73,45 @@ class UnprovenInplaceError(RuntimeError):
 
 @dataclass(frozen=True)
 class InplaceDecision:
-    """How one ``copy_to_out_`` runs, and why."""
+    """How one ``copy_to_out_`` runs, and why.
+
+    ``source``: the user's line of the in-place op (of the last one, where a chain of them is one write),
+    as ``file:line: code`` (``file:line`` where the code cannot be read); empty where the trace has none (``copy_to_out_`` called in a trace).
+    ``nbytes``: the size of ``out``, which running in place saves (a buffer and a copy of it) and a
+    copy costs; None where the shape is not a constant.
+    """
 
     write: str
     computed: str
     out: str
     how: How
     reason: str
+    source: str = ""
+    nbytes: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.write} = copy_to_out_({self.computed}, out={self.out}): {self.how} ({self.reason})"
+        where = f"{self.source}: " if self.source else ""
+        size = f", {self.nbytes} bytes" if self.nbytes is not None else ""
+        return f"{where}{self.write} = copy_to_out_({self.computed}, out={self.out}): {self.how} ({self.reason}{size})"
+
+    @classmethod
+    def of(cls, write: BoundSymbol, how: How, reason: str) -> InplaceDecision:
+        """The decision for ``write = copy_to_out_(computed, out=out)``, with its source line and size."""
+        (computed, out), result = thunder_inplace_write(write), write.output
+        return cls(result.name, computed.name, out.name, how, reason, _source_line(write), _nbytes(out))
+
+
+def _source_line(bsym: BoundSymbol) -> str:
+    where = bsym.source_positions
+    if bsym.source_filename is None or where is None or where.lineno is None:
+        return ""
+    code = get_source_line(bsym.source_filename, where.lineno).strip()  # empty where the file is gone
+    return f"{bsym.source_filename}:{where.lineno}" + (f": {code}" if code else "")
+
+
+def _nbytes(t: TensorProxy) -> int | None:
+    numel = t.numel
+    return int(numel) * t.dtype.bytes if isinstance(numel, int) else None
 
 
 def _check_ordering(bsyms: list[BoundSymbol], j: int, write: BoundSymbol, aliases: Aliases) -> None:
@@ -150,7 +179,7 @@ def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: 
     fused = op.bind(*producer.args, **producer.kwargs, out=out, output=result)
     fused.subsymbols = [producer, write]
     fused.header = write.header
-    return fused
+    return fused.from_bsym(source_filename=write.source_filename, source_positions=write.source_positions)
 
 
 def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[InplaceDecision, list[BoundSymbol]]:
@@ -158,7 +187,7 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
     (computed, out), result = thunder_inplace_write(write), write.output
 
     def decision(how: How, reason: str) -> InplaceDecision:
-        return InplaceDecision(result.name, computed.name, out.name, how, reason)
+        return InplaceDecision.of(write, how, reason)
 
     i = next((i for i in range(j) if computed.name in {o.name for o in bsyms[i].flat_proxy_outs}), None)
     if i is None:
@@ -334,10 +363,8 @@ def _no_recomputation_across_writes(bsyms: list[BoundSymbol]) -> list[BoundSymbo
 
 def _aliased(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
     computed, out = write.args[0], write.kwargs["out"]
-    return InplaceDecision(
-        write.output.name,
-        computed.name,
-        out.name,
+    return InplaceDecision.of(
+        write,
         "in place in an nvFuser region",
         f"`{fusion.sym.name}` computes `{computed.name}` straight into `{out.name}`'s buffer",
     )
