@@ -19,10 +19,17 @@ import thunder
 import torch
 from hypothesis import assume
 from hypothesis import strategies as st
+from thunder.core.transforms import Transform
 from torch.testing import assert_close
 
 import thunder_ext
 from helpers import clone_args
+from test_guarantees import HoistReads, HoistWrites, SinkReads
+
+# thunder's own order (``Transform`` changes nothing), and the adversarial schedulers of test_guarantees.py:
+# each a legal reordering of the final trace before the checker sees it, so that only the ordering edges
+# keep each write between the readers of the old value and the readers of the new one.
+SCHEDULERS: list[type[Transform]] = [Transform, HoistWrites, HoistReads, SinkReads]
 
 SCALARS = [-2.0, -0.5, 0.5, 1.5, 3.0]
 
@@ -57,6 +64,11 @@ class Program:
     @property
     def name(self) -> str:
         return hashlib.sha1(self.source.encode()).hexdigest()[:12]
+
+    @property
+    def scheduler(self) -> type[Transform]:
+        """The scheduler this program runs under, chosen by its text: reproducible, and spread evenly."""
+        return SCHEDULERS[int(self.name, 16) % len(SCHEDULERS)]
 
     def load(self):
         namespace: dict = {}
@@ -302,12 +314,13 @@ def check_documented_refusal(error: Exception, fn, args: list, jit_args: list) -
         assert_close(a, before, msg=lambda m: f"argument {i} was written by a failed call: {m}")
 
 
-def check_against_eager(program: Program) -> None:
+def check_against_eager(program: Program, scheduler: type[Transform] | None = None) -> None:
     """Outputs and every argument after the call match eager. Where arguments alias, the call may
     instead fail with one of the refusals docs/bad_input.md lists (``REFUSALS``), with every input
     untouched: thunder 0.2.6 cannot trace some aliasing (refused by the extension, or failing while
     tracing; docs/design.md#limits), and which depends on thunder's dead-code elimination, more than
-    the program text says."""
+    the program text says. ``scheduler`` (a ``Transform``, default ``program.scheduler``) reorders the
+    final trace, as any pass that respects dataflow may, before the checker sees it."""
     fn, make_args = program.load()
     args = make_args()
     eager_args, jit_args = clone_args(args), clone_args(args)
@@ -316,7 +329,7 @@ def check_against_eager(program: Program) -> None:
     except RuntimeError:
         assume(False)  # eager refuses it too (e.g. partial overlap of a source and its target)
     try:
-        actual = thunder_ext.jit(fn)(*jit_args)
+        actual = thunder_ext.jit(fn, transforms=[(scheduler or program.scheduler)()])(*jit_args)
     except Exception as error:
         if not aliased(args):
             raise

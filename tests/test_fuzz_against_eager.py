@@ -21,7 +21,7 @@ from hypothesis.control import current_build_context
 from hypothesis.errors import UnsatisfiedAssumption
 
 import thunder_ext
-from program_fuzzer import Program, check_against_eager, programs
+from program_fuzzer import SCHEDULERS, Program, check_against_eager, programs
 
 LONG_RUN = "THUNDER_EXT_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("THUNDER_EXT_FUZZ_EXAMPLES", "300"))
@@ -60,9 +60,10 @@ def _save(program: Program) -> Path:
     return path
 
 
+@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
 @pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
-def test_regression(path: Path):
-    check_against_eager(Program(path.read_text()))
+def test_regression(path: Path, scheduler):
+    check_against_eager(Program(path.read_text()), scheduler)
 
 
 ALIASED = Program("""

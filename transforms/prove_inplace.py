@@ -174,6 +174,23 @@ def _first_overwrite_of_inputs(producer: BoundSymbol, between: list[BoundSymbol]
     return None
 
 
+def _read_after_overwrite(
+    bsyms: list[BoundSymbol], j: int, computed: TensorProxy, out: TensorProxy, aliases: Aliases
+) -> BoundSymbol | None:
+    """The first reader of ``computed`` that runs after a later write into ``out``'s storage.
+
+    In place at the producer, ``computed`` is ``out``, so that reader would see the later value; no
+    ordering edge keeps it above that write, which took ``computed`` for a tensor of its own (found by
+    the fuzzer under an adversarial scheduler).
+    """
+    overwritten = False
+    for b in bsyms[j + 1 :]:
+        if overwritten and any(a.name == computed.name for a in data_args(b)):
+            return b
+        overwritten = overwritten or any(aliases.same_storage(w, out) for w in written_tensors(b))
+    return None
+
+
 def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
     op = (BASE_UPDATE_OPS | ELEMENTWISE_OPS)[producer.sym.name]
     fused = op.bind(*producer.args, **producer.kwargs, out=out, output=result)
@@ -202,6 +219,8 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
         return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
     if blocker := next((b for b in bsyms[i + 1 : j] if b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)), None):
         return decision("copy", f"`{blocker.sym.name}` uses `{out.name}` between the producer and the write"), bsyms
+    if reader := _read_after_overwrite(bsyms, j, computed, out, aliases):
+        return decision("copy", f"`{reader.sym.name}` reads `{computed.name}` after a later write to `{out.name}`"), bsyms
     follows = {a.name for a in write.kwargs.get("after", ())}
     if blocker := next((b for b in bsyms[i + 1 : j] if follows & {o.name for o in b.flat_proxy_outs}), None):
         return decision("copy", f"the write must follow `{blocker.sym.name}`, which runs after the producer"), bsyms
