@@ -148,12 +148,12 @@ def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases)
     args = tensor_args(producer)
     if name in BASE_UPDATE_OPS:
         base, others = producer.args[0], args[1:]
-        if isinstance(base, TensorProxy) and aliases.same_storage(base, out) and not aliases.same_tensor(base, out):
+        if isinstance(base, TensorProxy) and aliases.may_overlap(base, out) and not aliases.same_tensor(base, out):
             return f"its base `{base.name}` overlaps `{out.name}` without being it"
     else:
         others = [a for a in args if not aliases.same_tensor(a, out)]
     for a in others:
-        if aliases.same_storage(a, out):
+        if aliases.may_overlap(a, out):  # a disjoint slice of the same tensor is read as it was
             return f"its argument `{a.name}` shares storage with `{out.name}`"
     return None
 
