@@ -17,6 +17,7 @@ from torch.testing import assert_close
 
 import thunder_ext
 from helpers import clone_args
+from program_fuzzer import REFUSALS, refusal
 
 
 def kv_write(k, pos, new):
@@ -40,6 +41,16 @@ def write_first_then_read(a, b):
 
 
 def write_ignoring_second(a, unused, b):
+    a.add_(b)
+    return a.sum()
+
+
+def index_add_ignoring_first(unused, x, y, pos):
+    x.index_add_(0, pos, y)
+    return x.sum()
+
+
+def write_ignoring_two(unused, also_unused, a, b):
     a.add_(b)
     return a.sum()
 
@@ -160,6 +171,12 @@ CASES = [
          thunder_ext.AliasedArgumentsError, r"arguments 0, 1 \(flattened positions\) share storage.*does not use every"),
     Case("aliased-after-an-unused-argument", write_ignoring_second, lambda: (lambda x: [x, torch.randn(2), x])(torch.randn(2)),
          thunder_ext.AliasedArgumentsError, r"arguments 0, 2 \(flattened positions\) share storage.*does not use every"),
+    Case("aliased-position-on-another-argument", index_add_ignoring_first,
+         lambda: (lambda y: [y, torch.randn(2), y, torch.tensor([0, 1])])(torch.randn(2)),
+         RuntimeError, r"index dtype=.* was not an integer dtype"),
+    Case("aliased-position-past-the-arguments", write_ignoring_two,
+         lambda: (lambda x: [torch.randn(2), torch.randn(2), x, x])(torch.randn(2)), IndexError,
+         r"list index out of range"),
     Case("bad-index-before-a-write", bad_index_then_write,
          lambda: [torch.zeros(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
     Case("bad-index-after-a-write", write_then_bad_index,
@@ -216,9 +233,18 @@ def test_bad_input_raises_and_leaves_inputs_as_eager_does(case: Case):
             assert_close(a.detach(), e.detach(), msg=lambda m: f"argument {i} differs from eager after the error: {m}")
 
 
+@pytest.mark.executor_sets("defaults")  # compiles nothing
 @pytest.mark.parametrize("symbol", [*ltorch._inplace_to_out_of_place, ltorch.copy_], ids=lambda s: s.name)
 def test_every_in_place_op_names_itself_in_its_trace_time_errors(symbol):
     assert getattr(symbol.meta, "names_errors", False)
+
+
+@pytest.mark.parametrize("documented", REFUSALS, ids=[r.case for r in REFUSALS])
+def test_the_fuzzer_accepts_a_failure_as_the_documented_case_it_names(documented):
+    (case,) = [c for c in CASES if c.id == documented.case]
+    with pytest.raises(case.error) as raised:
+        thunder_ext.jit(case.fn)(*case.make_args())
+    assert refusal(raised.value) == documented
 
 
 def test_the_docs_table_lists_exactly_these_cases():

@@ -159,6 +159,22 @@ def test_source_overlapping_target_falls_back_to_copy():
     assert "shares storage" in decisions[0].reason
 
 
+@pytest.mark.parametrize(
+    "f, how",
+    [
+        (lambda x: x[:2].add_(x[2:]), "in place at the write"),  # disjoint rows of one tensor
+        (lambda x: x[:, :1].mul_(x[:, 2:]), "in place at the write"),  # disjoint columns
+        (lambda x: x[::2].sub_(x[1::2]), "in place at the write"),  # interleaved rows
+        (lambda x: x[1:3].copy_(x[:2] * 2), "copy"),  # the rows overlap: in place would read row 1 written
+        (lambda x: x.t()[:1].add_(x.t()[1:2]), "copy"),  # slices of a transposed view: not proved disjoint
+    ],
+    ids=["rows", "columns", "interleaved", "overlapping", "through-a-transpose"],
+)
+def test_slices_of_one_tensor_run_in_place_where_provably_disjoint(f, how):
+    jfn = assert_matches_eager(lambda x: (f(x), x * 1)[1], torch.randn(4, 3))
+    assert [d.how for d in thunder_ext.inplace_decisions(jfn)] == [how]
+
+
 class Cache(torch.nn.Module):
     def __init__(self, length=8):
         super().__init__()

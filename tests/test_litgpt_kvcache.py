@@ -1,7 +1,8 @@
 """litgpt's KV cache under thunder_ext.jit, step by step against eager litgpt on the same weights.
 
 Every step compares the logits and every cache buffer with eager, checks that no buffer moved to new
-storage, and that every cache write ran in place (none fell back to a copy).
+storage, and that every cache write ran in place (none fell back to a copy). Greedy decoding picks each
+token from the extension's logits, so the token checks compare the extension's own tokens.
 """
 
 import contextlib
@@ -40,7 +41,10 @@ def caches(model) -> list[torch.Tensor]:
 
 
 class Pair:
-    """An eager litgpt model and a thunder_ext-jitted deep copy, stepped together and compared each step."""
+    """An eager litgpt model and a thunder_ext-jitted deep copy, stepped together and compared each step.
+
+    ``step`` returns the jitted copy's logits, so whatever is computed from them is the extension's.
+    """
 
     def __init__(self, model: torch.nn.Module, *, context=contextlib.nullcontext, **tolerance):
         self.eager, self.copy = model, copy.deepcopy(model)
@@ -61,10 +65,11 @@ class Pair:
         assert [t.data_ptr() for t in caches(self.copy)] == self.pointers, "a cache buffer moved to new storage"
         copies = [str(d) for d in thunder_ext.inplace_decisions(self.jitted) if d.how == "copy"]
         assert not copies, copies
-        return want
+        return got
 
     def greedy(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
-        """Prefill ``prompt``, then decode: ``steps`` calls, each giving one token; returns all tokens."""
+        """Prefill ``prompt``, then decode: ``steps`` calls, each giving one token from the jitted copy's
+        logits (both models are fed it); returns all tokens."""
         tokens, x, pos = prompt, prompt, torch.arange(prompt.shape[1])
         for _ in range(steps):
             x = self.step(x, pos)[:, -1].argmax(-1, keepdim=True)
@@ -125,7 +130,7 @@ def test_bfloat16_autocast():
     torch.manual_seed(0)
     autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
     pair = Pair(small_llama(), context=autocast)
-    # The cache is allocated in the autocast dtype: see docs/known_limits.md for a float32 cache.
+    # The cache is allocated in the autocast dtype: see docs/design.md#limits for a float32 cache.
     pair.set_kv_cache(batch_size=1, max_seq_length=16, dtype=torch.bfloat16)
     pair.greedy(torch.randint(0, VOCAB, (1, 4)), 4)
     assert all(t.dtype == torch.bfloat16 for t in caches(pair.copy))

@@ -43,8 +43,10 @@ def jit(
 
 
 def inplace_decisions(jitted: Callable) -> list[InplaceDecision]:
-    """How each ``copy_to_out_`` of the last compilation of ``jitted`` runs, and why."""
-    for transform in thunder.compile_data(jitted).transforms:
-        if isinstance(transform, InplaceTransform):
-            return transform.last_decisions
-    raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")
+    """How each ``copy_to_out_`` of the computation trace that ran last runs, and why: the trace that
+    ``thunder.last_traces(jitted)`` shows, whichever cache entry it belongs to."""
+    transform = next((t for t in thunder.compile_data(jitted).transforms if isinstance(t, InplaceTransform)), None)
+    if transform is None:
+        raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")
+    # the last recorded trace: transforms after the extension's may append traces of their own
+    return next((transform.decisions[t] for t in reversed(thunder.last_traces(jitted)) if t in transform.decisions), [])

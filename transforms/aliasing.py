@@ -9,6 +9,12 @@ Two relations are kept:
 - *same tensor*: the proxies are the same runtime tensor under different names (``update_aliases``,
   the result of an in-place op or of a write, which is its destination);
 - *same storage*: the above, or one is a view of the other (possibly another region).
+
+``may_overlap`` refines *same storage* for slices: a tensor sliced with constant bounds and steps, through
+slices only, from a tensor that is no view (an argument, or an op's fresh result) covers a box of that
+tensor's indices, and two boxes of one tensor that are disjoint in some dimension share no element
+(distinct indices of a tensor address distinct memory; a written tensor where they would not, an expanded
+one, is refused by PyTorch itself). Anything else that shares storage may overlap.
 """
 
 from __future__ import annotations
@@ -169,12 +175,46 @@ class _UnionFind:
             self._parent[rb] = ra
 
 
+# Per dimension of a tensor: the indices start, start + step, ... (count of them).
+Box = tuple[tuple[int, int, int], ...]
+
+
+def _only_slice(bsym: BoundSymbol) -> BoundSymbol | None:
+    """The ``prims.slice`` that ``bsym`` amounts to (it, or its decomposition down to that prim alone)."""
+    while bsym.sym.id != PrimIDs.SLICE:
+        if len(bsym.subsymbols) != 1:
+            return None
+        bsym = bsym.subsymbols[0]
+    return bsym
+
+
+def _sliced(box: Box, slice_: BoundSymbol) -> Box | None:
+    """``box`` narrowed by ``prims.slice(a, starts, ends, steps)``; None if a bound is not a constant."""
+    _, starts, ends, *steps = slice_.args
+    steps = steps[0] if steps and steps[0] is not None else [1] * len(starts)
+    if not all(type(v) is int for v in (*starts, *ends, *steps)) or len(starts) != len(box):
+        return None
+    return tuple(
+        (start + s * step, step * st, max(0, (e - s + st - 1) // st))
+        for (start, step, _), s, e, st in zip(box, starts, ends, steps)
+    )
+
+
+def _disjoint(a: tuple[int, int, int], b: tuple[int, int, int]) -> bool:
+    (a0, da, na), (b0, db, nb) = a, b
+    if na == 0 or nb == 0 or a0 + (na - 1) * da < b0 or b0 + (nb - 1) * db < a0:
+        return True
+    return da == db and (a0 - b0) % da != 0  # interleaved: x[::2] and x[1::2]
+
+
 class Aliases:
-    """Same-tensor and same-storage relations over the tensor proxies of ``bsyms``."""
+    """Same-tensor and same-storage relations over the tensor proxies of ``bsyms``, and the boxes of slices."""
 
     def __init__(self, bsyms: Iterable[BoundSymbol]) -> None:
         self._tensor = _UnionFind()
         self._storage = _UnionFind()
+        self._box: dict[str, tuple[str, Box]] = {}  # a slice -> (the tensor it slices, its box of that tensor)
+        self._views: set[str] = set()  # results of other views: no box, and no tensor that boxes refer to
         for bsym in bsyms:
             self.add(bsym)
 
@@ -194,10 +234,39 @@ class Aliases:
         elif is_view_op(bsym) and (args := tensor_args(bsym)):
             for out in outs:
                 self._storage.union(args[0].name, out.name)
+            slice_, region = _only_slice(bsym), self._region(args[0])
+            box = _sliced(region[1], slice_) if slice_ is not None and region is not None else None
+            if box is not None and len(outs) == 1:
+                self._box[outs[0].name] = (region[0], box)
+            else:
+                self._views.update(out.name for out in outs)
 
     def _same_tensor(self, a: str, b: str) -> None:
         self._tensor.union(a, b)
         self._storage.union(a, b)
+        for x, y in ((a, b), (b, a)):  # the same tensor: the same box, or the same lack of one
+            if x in self._box:
+                self._box.setdefault(y, self._box[x])
+            if x in self._views:
+                self._views.add(y)
+
+    def _region(self, t: TensorProxy) -> tuple[str, Box] | None:
+        """The tensor that ``t`` slices and its box of it (``t`` itself, whole, if it is no view); None if unknown."""
+        if t.name in self._box:
+            return self._box[t.name]
+        if t.name in self._views or not all(type(d) is int for d in t.shape):
+            return None
+        return t.name, tuple((0, 1, d) for d in t.shape)
+
+    def may_overlap(self, a: TensorProxy, b: TensorProxy) -> bool:
+        """Whether ``a`` and ``b`` may share an element: they share storage, and are not slices of one
+        tensor with disjoint boxes."""
+        if not self.same_storage(a, b):
+            return False
+        ra, rb = self._region(a), self._region(b)
+        if ra is None or rb is None or self._tensor.find(ra[0]) != self._tensor.find(rb[0]):
+            return True
+        return not any(_disjoint(x, y) for x, y in zip(ra[1], rb[1]))
 
     def same_tensor(self, a: TensorProxy, b: TensorProxy) -> bool:
         return self._tensor.find(a.name) == self._tensor.find(b.name)

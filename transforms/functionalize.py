@@ -60,6 +60,7 @@ class _PendingWrite:
     target: TensorProxy  # its name when the write began: the ``out`` of the write
     computed: TensorProxy
     follows: list[Proxy]  # results of the ops before it that may fail at runtime
+    origin: BoundSymbol  # the last in-place op it writes: the write takes its source line
 
 
 @dataclass
@@ -121,7 +122,9 @@ class _Functionalizer:
         with tracectx(self.trace):
             result = TensorProxy(like=write.target)
         # The target is named as it was when written: its later names denote the new value.
-        self.emit(copy_to_out_.bind(write.computed, out=write.target, after=after, output=result), rename=False)
+        bsym = copy_to_out_.bind(write.computed, out=write.target, after=after, output=result)
+        where = {"source_filename": write.origin.source_filename, "source_positions": write.origin.source_positions}
+        self.emit(bsym.from_bsym(**where), rename=False)
         self.value[write.tensor] = result
         self.landed[key] = result
         self.synced[write.tensor] = result.name
@@ -179,11 +182,11 @@ class _Functionalizer:
         computed = self.conform(self.resolve(computed), target)
         write = self.pending.get(key)
         if write is not None and write.tensor == tensor:  # a chain: overwritten before anything observed it
-            write.computed, write.follows = computed, list(self.may_fail)
+            write.computed, write.follows, write.origin = computed, list(self.may_fail), bsym
         else:
             self.observe(key)
             self.refresh(target)
-            self.pending[key] = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail))
+            self.pending[key] = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail), bsym)
         self.value[tensor] = computed
         if self.last_reference.get(self.storage(source), -1) > index:
             # ``x.copy_(y)`` with ``y`` still reachable: deferring would let a later write to ``y`` reach

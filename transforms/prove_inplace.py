@@ -32,7 +32,7 @@ from typing import Literal
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, get_source_line
 from thunder.executors.passes import del_last_used
 from thunder.executors.torchex import ex as torch_ex
 
@@ -71,16 +71,45 @@ class UnprovenInplaceError(RuntimeError):
 
 @dataclass(frozen=True)
 class InplaceDecision:
-    """How one ``copy_to_out_`` runs, and why."""
+    """How one ``copy_to_out_`` runs, and why.
+
+    ``source``: the user's line of the in-place op (of the last one, where a chain of them is one write),
+    as ``file:line: code`` (``file:line`` where the code cannot be read); empty where the trace has none (``copy_to_out_`` called in a trace).
+    ``nbytes``: the size of ``out``, which running in place saves (a buffer and a copy of it) and a
+    copy costs; None where the shape is not a constant.
+    """
 
     write: str
     computed: str
     out: str
     how: How
     reason: str
+    source: str = ""
+    nbytes: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.write} = copy_to_out_({self.computed}, out={self.out}): {self.how} ({self.reason})"
+        where = f"{self.source}: " if self.source else ""
+        size = f", {self.nbytes} bytes" if self.nbytes is not None else ""
+        return f"{where}{self.write} = copy_to_out_({self.computed}, out={self.out}): {self.how} ({self.reason}{size})"
+
+    @classmethod
+    def of(cls, write: BoundSymbol, how: How, reason: str) -> InplaceDecision:
+        """The decision for ``write = copy_to_out_(computed, out=out)``, with its source line and size."""
+        (computed, out), result = thunder_inplace_write(write), write.output
+        return cls(result.name, computed.name, out.name, how, reason, _source_line(write), _nbytes(out))
+
+
+def _source_line(bsym: BoundSymbol) -> str:
+    where = bsym.source_positions
+    if bsym.source_filename is None or where is None or where.lineno is None:
+        return ""
+    code = get_source_line(bsym.source_filename, where.lineno).strip()  # empty where the file is gone
+    return f"{bsym.source_filename}:{where.lineno}" + (f": {code}" if code else "")
+
+
+def _nbytes(t: TensorProxy) -> int | None:
+    numel = t.numel
+    return int(numel) * t.dtype.bytes if isinstance(numel, int) else None
 
 
 def _ops_after(bsyms: list[BoundSymbol], j: int, write: BoundSymbol) -> list[BoundSymbol]:
@@ -133,12 +162,12 @@ def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases)
     args = tensor_args(producer)
     if name in BASE_UPDATE_OPS:
         base, others = producer.args[0], args[1:]
-        if isinstance(base, TensorProxy) and aliases.same_storage(base, out) and not aliases.same_tensor(base, out):
+        if isinstance(base, TensorProxy) and aliases.may_overlap(base, out) and not aliases.same_tensor(base, out):
             return f"its base `{base.name}` overlaps `{out.name}` without being it"
     else:
         others = [a for a in args if not aliases.same_tensor(a, out)]
     for a in others:
-        if aliases.same_storage(a, out):
+        if aliases.may_overlap(a, out):  # a disjoint slice of the same tensor is read as it was
             return f"its argument `{a.name}` shares storage with `{out.name}`"
     return None
 
@@ -159,12 +188,29 @@ def _first_overwrite_of_inputs(producer: BoundSymbol, between: list[BoundSymbol]
     return None
 
 
+def _read_after_overwrite(
+    bsyms: list[BoundSymbol], j: int, computed: TensorProxy, out: TensorProxy, aliases: Aliases
+) -> BoundSymbol | None:
+    """The first reader of ``computed`` that runs after a later write into ``out``'s storage.
+
+    In place at the producer, ``computed`` is ``out``, so that reader would see the later value; no
+    ordering edge keeps it above that write, which took ``computed`` for a tensor of its own (found by
+    the fuzzer under an adversarial scheduler).
+    """
+    overwritten = False
+    for b in bsyms[j + 1 :]:
+        if overwritten and any(a.name == computed.name for a in data_args(b)):
+            return b
+        overwritten = overwritten or any(aliases.same_storage(w, out) for w in written_tensors(b))
+    return None
+
+
 def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
     op = (BASE_UPDATE_OPS | ELEMENTWISE_OPS)[producer.sym.name]
     fused = op.bind(*producer.args, **producer.kwargs, out=out, output=result)
     fused.subsymbols = [producer, write]
     fused.header = write.header
-    return fused
+    return fused.from_bsym(source_filename=write.source_filename, source_positions=write.source_positions)
 
 
 def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[InplaceDecision, list[BoundSymbol]]:
@@ -172,7 +218,7 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
     (computed, out), result = thunder_inplace_write(write), write.output
 
     def decision(how: How, reason: str) -> InplaceDecision:
-        return InplaceDecision(result.name, computed.name, out.name, how, reason)
+        return InplaceDecision.of(write, how, reason)
 
     i = next((i for i in range(j) if computed.name in {o.name for o in bsyms[i].flat_proxy_outs}), None)
     if i is None:
@@ -187,6 +233,8 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
         return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
     if blocker := next((b for b in bsyms[i + 1 : j] if b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)), None):
         return decision("copy", f"`{blocker.sym.name}` uses `{out.name}` between the producer and the write"), bsyms
+    if reader := _read_after_overwrite(bsyms, j, computed, out, aliases):
+        return decision("copy", f"`{reader.sym.name}` reads `{computed.name}` after a later write to `{out.name}`"), bsyms
     follows = {a.name for a in write.kwargs.get("after", ())}
     if blocker := next((b for b in bsyms[i + 1 : j] if follows & {o.name for o in b.flat_proxy_outs}), None):
         return decision("copy", f"the write must follow `{blocker.sym.name}`, which runs after the producer"), bsyms
@@ -207,7 +255,7 @@ def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
             f"`{fusion.sym.name}` writes `{out.name}` itself; Inductor re-inplaces the write where it can",
         ),
     }[executor]
-    return InplaceDecision(write.output.name, computed.name, out.name, how, reason)
+    return InplaceDecision.of(write, how, reason)
 
 
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:

@@ -11,7 +11,8 @@ Rule 1, a dead argument: ``y = op(..., a, ...)``, an elementwise op of the PyTor
 Rule 2, the target of the next write: ``y = op(...)``, elementwise as above, runs as ``<op>_into(..., out=o)``
 when its only consumer is an elementwise op that writes ``o`` in place (``op2(y, ..., out=o)``, from
 the checker), ``y`` has ``o``'s shape, dtype and device, ``op`` reads ``o``'s storage only as ``o``
-itself, ``op2`` reads it only through ``y`` and ``out``, and nothing between the two touches it. So
+itself, ``op2`` reads it only through ``y`` (not as an operand: ``add(o, y, out=o)`` needs ``o``'s old
+value), and nothing between the two touches it. So
 ``exp_avg_sq.mul_(b2).addcmul_(g, g)`` runs both steps in ``exp_avg_sq``, as eager does.
 
 An elementwise kernel reads element i before it writes element i, so an output that is exactly one of
@@ -93,8 +94,9 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
             return None
         if any(aliases.same_storage(a, o) and not aliases.same_tensor(a, o) for a in tensor_args(bsym)):
             return None  # op reads another view of o: its elements would move under it
-        if any(aliases.same_storage(a, o) for a in tensor_args(write) if a.name not in (y.name, o.name)):
-            return None
+        read = [p for p in tree_flatten((write.args, {**write.kwargs, "out": None}))[0] if isinstance(p, TensorProxy)]
+        if any(aliases.same_storage(a, o) for a in read if a.name != y.name):
+            return None  # op2 reads o's old value (o itself too, as an operand): y must not overwrite it first
         if any(aliases.same_storage(a, o) for b in bsyms[k + 1 : uses[0]] for a in (*tensor_args(b), *tensor_outs(b))):
             return None
         return o

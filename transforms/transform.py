@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Sequence
+
 from thunder.core.trace import TraceCtx
 from thunder.core.transforms import Transform
+from thunder.extend import Executor
+
+from thunder_ext.executors import inplace_ex
 
 from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
@@ -23,13 +29,25 @@ class InplaceTransform(Transform):
 
     def __init__(self, *, strict: bool = False) -> None:
         self.strict = strict
-        self.last_decisions: list[InplaceDecision] = []
+        # Keyed by the trace they describe, so that each cache entry keeps its own and a backward
+        # trace's pass cannot overwrite the forward's; ``thunder_ext.inplace_decisions`` looks them up.
+        self.decisions: weakref.WeakKeyDictionary[TraceCtx, list[InplaceDecision]] = weakref.WeakKeyDictionary()
 
-    def transform_traces_pre_prologue(self, prologue_trace, computation_trace, epilogue_trace, **kwargs):
+    def transform_traces_pre_prologue(
+        self, prologue_trace, computation_trace, epilogue_trace, *, executors_list: Sequence[Executor], **kwargs
+    ):
+        if inplace_ex not in executors_list:
+            raise ValueError(
+                "InplaceTransform needs thunder_ext.inplace_ex among the executors, which runs its writes: "
+                "thunder.jit(fn, executors=[thunder_ext.inplace_ex, ...], transforms=[InplaceTransform()]), "
+                "or use thunder_ext.jit(fn), which adds both."
+            )
         prologue_trace = refuse_unrepresentable_aliased_arguments(prologue_trace, computation_trace)
         return prologue_trace, functionalize_writes(computation_trace), epilogue_trace
 
     def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs) -> TraceCtx:
-        new_trace, self.last_decisions = prove_inplace_writes(computation_trace, strict=self.strict)
+        new_trace, decisions = prove_inplace_writes(computation_trace, strict=self.strict)
         # only traces the extension rewrote: it answers for their memory, thunder for the rest
-        return reuse_dead_buffers(new_trace) if self.last_decisions else new_trace
+        new_trace = reuse_dead_buffers(new_trace) if decisions else new_trace
+        self.decisions[new_trace] = decisions
+        return new_trace

@@ -1,0 +1,63 @@
+"""Every test name and every path that the docs, docstrings and comments cite exists."""
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SOURCES = sorted(
+    p for d in ("tests", "thunder_ext", "transforms", "executors", "benchmarks", "scripts")
+    for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".sh")
+)  # fmt: skip
+# Written by a run, not kept in the repository: the GPU check's results (docs/gpu.md says so).
+OUTPUTS = {"docs/gpu_results.md", "docs/benchmarks/gpu"}
+
+PATH = re.compile(r"(?<![\w/.])((?:tests|docs|transforms|executors|thunder_ext|scripts|benchmarks|notebooks)/[\w./-]*\w/?)")
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+TEST_NAME = re.compile(r"`(\.\.\.)?(\w*test_\w*?)(\.\.\.)?(?:\[[^\]`]*\])?`")
+
+
+def test_names() -> set[str]:
+    return {m for p in (ROOT / "tests").glob("*.py") for m in re.findall(r"^\s*def (test_\w+)", p.read_text(), re.M)}
+
+
+def is_thunder_suite(name: str) -> bool:
+    """docs/thunder_suites.md cites thunder's own test modules by name."""
+    return importlib.util.find_spec(f"thunder.tests.{name}") is not None
+
+
+def cited_paths() -> list[tuple[Path, str]]:
+    """(citing file, path): links from the citing doc's folder, plain paths from the repository root or
+    from that folder."""
+    cited = []
+    for f in [*DOCS, *SOURCES]:
+        text = f.read_text()
+        links = LINK.findall(text) if f.suffix == ".md" else []
+        cited += [(f, str((f.parent / link).resolve().relative_to(ROOT))) for link in links if "://" not in link]
+        cited += [(f, path) for path in PATH.findall(LINK.sub("]", text))]
+    return cited
+
+
+@pytest.mark.parametrize("where, path", cited_paths(), ids=lambda v: str(v.relative_to(ROOT)) if isinstance(v, Path) else v)
+def test_cited_path_exists(where, path):
+    found = path.rstrip("/") in OUTPUTS or (ROOT / path).exists() or (where.parent / path).exists()
+    assert found, f"{where.name} cites {path}, which does not exist"
+
+
+def test_cited_test_names_exist():
+    names = test_names()
+    missing = []
+    for doc in DOCS:
+        for before, name, after in TEST_NAME.findall(doc.read_text()):
+            if before:  # `..._suffix`: some test ends so
+                found = any(n.endswith(name) for n in names)
+            elif after:  # `test_prefix...`: some test starts so
+                found = any(n.startswith(name) for n in names)
+            else:
+                found = name in names or is_thunder_suite(name)
+            if not found:
+                missing.append(f"{doc.name}: {before}{name}{after}")
+    assert not missing, missing
