@@ -164,8 +164,8 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     2. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
        Inductor checks an index in the kernel that uses it, element by element, so it may store part of
        a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
-       as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` on 4 rows: eager
-       writes nothing, Inductor writes row 1 and raises).
+       as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
+       writes nothing, Inductor writes ``k[1]`` and raises).
     """
     computed, name = write.args[0], fusion.sym.name
     producer = _producer_in(fusion, write)
@@ -267,7 +267,7 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
     taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
     for w in refused:
         producer = _producer_in(fusion, w)
-        if producer is not None and not is_copy_to_out(producer) and len(producer.flat_proxy_outs) == 1:
+        if producer is not None and isinstance(producer.output, TensorProxy) and not is_copy_to_out(producer):
             taken[id(producer)] = _on_torch_executor(producer)
     pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)
     for op in ops:
