@@ -7,10 +7,19 @@ Each rule with a program that breaks without it, on the real executor (Inductor 
 import pytest
 import thunder
 import torch
+from thunder.core import prims
+from thunder.core.rematerialization import rematerialize
+from thunder.executors.passes import update_fusion_call_ctx
+from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
 from helpers import assert_matches_eager
+from test_nvfuser_region_proof import computation, fusion_region, tracing
 from thunder_ext.benchmarks.measure import allocations
+from thunder_ext.executors.torch_inplace import plain_copy_to_out
+from thunder_ext.primitive import copy_to_out_
+from thunder_ext.transforms.aliasing import fused_writes
+from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 pytestmark = pytest.mark.executor_sets("torch_compile")
 
@@ -84,8 +93,8 @@ def test_rule_2_a_kv_write_leaves_its_region_and_runs_in_place():
     assert allocations(lambda: jfn(*args), CPU).largest < k.nbytes
 
 
-def test_no_region_recomputes_a_value_across_a_write():
-    # rematerialization recomputed t * 2 in a later region from x, losing the write into t[0]
+def test_a_write_into_a_view_of_an_intermediate_then_into_an_input_matches_eager():
+    # the issue's wrong value: rematerialization recomputed t * 2 in a later region, losing the write into t[0]
     def f(x, y):
         t = x * 2
         t[0].add_(1)
@@ -110,3 +119,62 @@ def test_a_region_that_runs_in_order_is_checked_op_by_op(f, make_args):
     # read as one op, the later region reads the written storage through names made before the write
     # (a view it renames): the ordering check raised InplaceOrderingError on these valid programs
     assert_matches_eager(f, *make_args())
+
+
+def as_claimed(write):
+    """A ``copy_to_out_`` as the extension's executor claims it, before any fusion pass."""
+    return plain_copy_to_out.bind(*write.args, **write.kwargs, output=write.output, subsymbols=[write])
+
+
+def rematerialized(trace, *regions):
+    """``trace`` as the torch.compile executor's regions ``regions`` (and ops between), after thunder's
+    rematerialization, which runs in that executor's fusion pass."""
+    return update_fusion_call_ctx(rematerialize(computation(trace, *regions)))
+
+
+def test_no_region_recomputes_a_write_of_an_earlier_one():
+    # rematerialization copies `neg` and the write into the region that reads their result, which would
+    # then negate the already negated x a second time
+    with tracing("x") as (trace, (x,)):
+        w = copy_to_out_(prims.neg(x), out=x)
+        result = prims.exp(prims.mul(w, 2.0))
+    neg, write, rest = trace.bound_symbols[0], trace.bound_symbols[1], trace.bound_symbols[2:]
+    negate = [neg, as_claimed(write)]
+    trace.args = [x]
+    remat = rematerialized(
+        trace,
+        torch_compile_ex.fuse(fusion_region([x], [w], negate), 0),
+        torch_compile_ex.fuse(fusion_region([w], [result], rest), 1),
+        prims.python_return.bind(result, output=None),
+    )
+    assert fused_writes(remat.bound_symbols[1]), "the premise: rematerialization copied the write"
+
+    proved, decisions = prove_inplace_writes(remat)
+    assert [d.how for d in decisions] == ["in a torch.compile region"]
+    a = torch.randn(4)
+    ours = a.clone()
+    torch.testing.assert_close(proved.python_callable()(ours), torch.exp(-2 * a))
+    torch.testing.assert_close(ours, -a)
+
+
+def test_no_region_recomputes_a_value_across_a_write_between_regions():
+    # the second region would recompute x * 2 from x, which the write between has overwritten
+    with tracing("x", "y") as (trace, (x, y)):
+        doubled = prims.mul(x, 2.0)
+        w = copy_to_out_(y, out=x)
+        result = prims.add(prims.exp(doubled), w)
+    double, write, rest = trace.bound_symbols[:1], trace.bound_symbols[1], trace.bound_symbols[2:]
+    trace.args = [x, y]
+    remat = rematerialized(
+        trace,
+        torch_compile_ex.fuse(fusion_region([x], [doubled], double), 0),
+        as_claimed(write),
+        torch_compile_ex.fuse(fusion_region([doubled, w], [result], rest), 1),
+        prims.python_return.bind(result, output=None),
+    )
+    recomputed = {o.name for s in remat.bound_symbols[2].subsymbols for o in s.flat_proxy_outs}
+    assert doubled.name in recomputed, "the premise: rematerialization recomputes x * 2 after the write"
+
+    proved, _ = prove_inplace_writes(remat)
+    a, b = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(proved.python_callable()(a.clone(), b), torch.exp(2 * a) + b)
