@@ -14,9 +14,10 @@ SUITES = {
 
 
 @pytest.mark.parametrize("suite", SUITES)
-def test_thunder_suite_passes_under_the_extension(suite, tmp_path):
+def test_thunder_suite_passes_under_the_extension(suite, executor_set, tmp_path):
     # run from an empty folder: this project's pytest settings must not apply to thunder's tests
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--thunder-ext", "--pyargs"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--thunder-ext"]
+    command += ["--executor-set", executor_set, "--pyargs"]
     run = subprocess.run([*command, *SUITES[suite]], cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout.splitlines()[-1], run.stdout[-2000:]

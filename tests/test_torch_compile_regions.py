@@ -94,7 +94,7 @@ def test_rule_2_a_kv_write_leaves_its_region_and_runs_in_place():
 
 
 def test_a_write_into_a_view_of_an_intermediate_then_into_an_input_matches_eager():
-    # the wrong value: rematerialization recomputed t * 2 in a later region, losing the write into t[0]
+    # a wrong value before regions were rebuilt: a later region recomputed t * 2, losing the write into t[0]
     def f(x, y):
         t = x * 2
         t[0].add_(1)
