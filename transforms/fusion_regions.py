@@ -71,6 +71,8 @@ class RegionRules:
     owns: Callable[[BoundSymbol], bool]  # is this fusion bound symbol one of the executor's regions?
     in_order: bool  # does a region run its ops in their order?
     blocker: Blocker  # why the region cannot run this write itself; None if it can
+    how: str  # the decision for a write the region keeps
+    kept: str  # and its reason, of {region}, {computed} and {out}
 
 
 def _producer_in(fusion: BoundSymbol, write: BoundSymbol) -> BoundSymbol | None:
@@ -173,7 +175,10 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
         return f"`{computed.name}` is not computed in `{name}`, and Inductor would write a region input as it is later"
     inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
     if shared := [a.name for a in inputs if aliases.same_storage(a, computed)]:
-        return f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, which Inductor would write as it is later"
+        return (
+            f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
+            "which Inductor would write as it is later"
+        )
     if failing := [s for s in fusion.subsymbols if s is not write and indexes_at_runtime(s)]:
         return (
             f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
@@ -192,9 +197,21 @@ def _elementwise(op: BoundSymbol) -> bool:
     return op.sym.id in ELEMENTWISE_PRIM_IDS or (bool(op.subsymbols) and all(map(_elementwise, op.subsymbols)))
 
 
-NVFUSER = RegionRules("nvFuser", lambda f: f.sym.name.startswith("nvFusion"), in_order=False, blocker=nvfuser_write_blocker)
+NVFUSER = RegionRules(
+    "nvFuser",
+    owns=lambda fusion: fusion.sym.name.startswith("nvFusion"),
+    in_order=False,
+    blocker=nvfuser_write_blocker,
+    how="in place in an nvFuser region",
+    kept="`{region}` computes `{computed}` straight into `{out}`'s buffer",
+)
 TORCH_COMPILE = RegionRules(
-    "torch.compile", lambda f: isinstance(f.sym.executor, TorchCompileExecutor), in_order=True, blocker=torch_compile_write_blocker
+    "torch.compile",
+    owns=lambda fusion: isinstance(fusion.sym.executor, TorchCompileExecutor),
+    in_order=True,
+    blocker=torch_compile_write_blocker,
+    how="in a torch.compile region",
+    kept="`{region}` writes `{out}` itself; Inductor re-inplaces the write where it can",
 )
 REGION_RULES = (NVFUSER, TORCH_COMPILE)
 

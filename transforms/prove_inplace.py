@@ -247,15 +247,9 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
 
 
 def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
-    computed, out, executor = write.args[0], write.kwargs["out"], rules_for(fusion).executor
-    how, reason = {
-        "nvFuser": ("in place in an nvFuser region", f"`{fusion.sym.name}` computes `{computed.name}` straight into `{out.name}`'s buffer"),
-        "torch.compile": (
-            "in a torch.compile region",
-            f"`{fusion.sym.name}` writes `{out.name}` itself; Inductor re-inplaces the write where it can",
-        ),
-    }[executor]
-    return InplaceDecision.of(write, how, reason)
+    rules, (computed, out) = rules_for(fusion), thunder_inplace_write(write)
+    reason = rules.kept.format(region=fusion.sym.name, computed=computed.name, out=out.name)
+    return InplaceDecision.of(write, rules.how, reason)
 
 
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
