@@ -15,10 +15,10 @@ for the order that will run. For each write ``w = copy_to_out_(c, out=o)`` it ch
      write must follow (its ``after``): the write moves up to ``p`` and readers of ``c`` there read
      ``o``, which already holds ``c``.
 
-A write that a fusion (an nvFuser region) runs inside it is checked with the region as one op: the
-ordering check (1) as above, then what nvFuser's alias outputs need (``fused_write_blocker``). A write
-that fails it is given back: the region is rebuilt by its executor without it, and the write runs after
-it on the PyTorch executor, where (2) decides it like any other.
+A write that a fusion region runs inside it is checked by the rules of the region's executor
+(``fusion_regions.RegionRules``): the ordering check (1) with the region as one op, or op by op where
+the region runs its ops in order (torch.compile), then what the executor needs to run the write itself.
+A write that fails it is given back to the PyTorch executor, where (2) decides it like any other.
 
 What cannot be proved stays ``out.copy_(computed)`` (correct, one extra buffer and copy) and is
 reported in an ``InplaceDecision``; with ``strict=True`` it raises ``UnprovenInplaceError`` instead.
@@ -112,27 +112,27 @@ def _nbytes(t: TensorProxy) -> int | None:
     return int(numel) * t.dtype.bytes if isinstance(numel, int) else None
 
 
-def _ops_after(bsyms: list[BoundSymbol], j: int, write: BoundSymbol) -> list[BoundSymbol]:
-    """The ops that run after ``write``, which is ``bsyms[j]`` or one of the region ``bsyms[j]``'s ops.
-
-    A region counts as one op, or as its ops in their order where it runs them so (``RegionRules.in_order``).
-    """
-    region = bsyms[j]
-    rules = rules_for(region) if region is not write else None
-    inside = region.subsymbols[[s is write for s in region.subsymbols].index(True) + 1 :] if rules and rules.in_order else []
-    ops = list(inside)
-    for later in bsyms[j + 1 :]:
-        in_order = later.sym.is_fusion and (r := rules_for(later)) is not None and r.in_order
-        ops.extend(later.subsymbols if in_order else [later])
-    return ops
+def _in_order(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` is a region that runs its ops in their order (``RegionRules.in_order``)."""
+    return bsym.sym.is_fusion and (rules := rules_for(bsym)) is not None and rules.in_order
 
 
 def _check_ordering(bsyms: list[BoundSymbol], j: int, write: BoundSymbol, aliases: Aliases) -> None:
-    """``write`` is ``bsyms[j]``, or a write that the fusion ``bsyms[j]`` runs."""
+    """``write`` is ``bsyms[j]``, or a write that the fusion ``bsyms[j]`` runs.
+
+    A region counts as one op, or as its ops where it runs them in order: then the ops after the write
+    start inside its own region.
+    """
     _, out = thunder_inplace_write(write)
-    inside = bsyms[j] is not write and (r := rules_for(bsyms[j])) is not None and r.in_order
-    new = {write.output.name} if inside else {o.name for o in tensor_outs(bsyms[j])}
-    for later in _ops_after(bsyms, j, write):
+    region = bsyms[j]
+    if region is not write and _in_order(region):
+        new = {write.output.name}
+        later_ops = region.subsymbols[[s is write for s in region.subsymbols].index(True) + 1 :]
+    else:
+        new, later_ops = {o.name for o in tensor_outs(region)}, []
+    for b in bsyms[j + 1 :]:
+        later_ops.extend(b.subsymbols if _in_order(b) else [b])
+    for later in later_ops:
         args = data_args(later)
         writes = bool(written_tensors(later))
         if is_view_op(later) or is_update_aliases(later) or writes:
@@ -145,7 +145,7 @@ def _check_ordering(bsyms: list[BoundSymbol], j: int, write: BoundSymbol, aliase
             continue  # returning an alias hands over the tensor, it reads nothing
         stale = [a for a in args if a.name not in new and aliases.same_storage(a, out)]
         if stale:
-            where = f" in `{bsyms[j].sym.name}`" if bsyms[j] is not write else ""
+            where = f" in `{region.sym.name}`" if region is not write else ""
             raise InplaceOrderingError(
                 f"`{later.sym.name}` reads `{stale[0].name}`, which shares storage with `{out.name}`, after "
                 f"`{write.output.name} = copy_to_out_(..., out={out.name})`{where} overwrote it"
