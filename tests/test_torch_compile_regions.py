@@ -62,9 +62,26 @@ def test_rule_1_a_copy_of_a_region_input_leaves_the_region():
     assert mul[0] == "in a torch.compile region"
 
 
+def test_rule_2_a_second_write_of_a_storage_leaves_the_region():
+    # found by the fuzzer (tests/fuzz_regressions/found_c8f8192c8d30.py): in one region, Inductor let the
+    # sum see the later write through x[0:1]
+    def f(a, x, mask, y):
+        x.masked_fill_(mask, -2.0)
+        s = x.sum()
+        c = a.clone()
+        x[0:1].add_(y)
+        return s, c
+
+    torch.manual_seed(0)
+    jfn = assert_matches_eager(f, torch.randn(2, 3), torch.randn(2, 3), torch.rand(2, 3) < 0.5, torch.randn(()))
+    (first, second) = decisions(jfn)
+    assert first[0] == "in a torch.compile region"
+    assert "already writes" in second[1]
+
+
 @pytest.mark.parametrize("shape", [(4,), (4, 2)], ids=["1d", "2d"])
 @pytest.mark.parametrize("positions", [[9], [1, 9]], ids=["one", "one-of-two"])
-def test_rule_2_an_index_out_of_range_leaves_the_cache_as_eager_does(positions, shape):
+def test_rule_3_an_index_out_of_range_leaves_the_cache_as_eager_does(positions, shape):
     # Inductor checks each index where it stores: for a 1-D cache at [1, 9] it writes k[1] and then fails,
     # where eager writes nothing (for a 2-D one, eager's own kernel writes row 1 first)
     def f(k, pos, new):
@@ -79,7 +96,7 @@ def test_rule_2_an_index_out_of_range_leaves_the_cache_as_eager_does(positions, 
     assert torch.equal(call(thunder_ext.jit(f), torch.zeros(shape)), call(f, torch.zeros(shape)))
 
 
-def test_rule_2_a_kv_write_leaves_its_region_and_runs_in_place():
+def test_rule_3_a_kv_write_leaves_its_region_and_runs_in_place():
     def f(k, v, pos, new_k, new_v):
         k.index_copy_(2, pos, new_k)
         v.index_copy_(2, pos, new_v)

@@ -16,8 +16,8 @@ on how the executor runs the region, so each executor states it as a ``RegionRul
 executor       in order  a write stays in the region when
 =============  ========  ============================================================================
 nvFuser        no        ``nvfuser_write_blocker``: four rules for an output aliasing a region input
-torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, and no op
-                         of it may fail at runtime
+torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, writes its
+                         storage once, and no op of it may fail at runtime
 =============  ========  ============================================================================
 
 A region no rules own keeps no write: every write in it is given back.
@@ -156,14 +156,17 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
 
     Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
-    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Two
-    rules, for the two cases where that breaks:
+    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Three
+    rules, for the three cases where that breaks:
 
     1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
        of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
        region reaches ``o`` too (``y.copy_(x); x.mul_(3)`` leaves ``3 * x`` in ``y``: stock thunder with
        this executor returns that).
-    2. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
+    2. No earlier write of the region writes storage ``o`` shares. Inductor, given a region that writes
+       a tensor, reads it and writes a view of it, let the read see the second write (found by the
+       fuzzer, ``tests/fuzz_regressions/found_c8f8192c8d30.py``; plain torch.compile 2.9.1 does the same).
+    3. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
        Inductor checks an index in the kernel that uses it, element by element, so it may store part of
        a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
        as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
@@ -178,6 +181,12 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
         return (
             f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
             "which Inductor would write as it is later"
+        )
+    out, earlier = write.kwargs["out"], fusion.subsymbols[: [s is write for s in fusion.subsymbols].index(True)]
+    if again := [w.kwargs["out"].name for w in earlier if is_copy_to_out(w) and aliases.same_storage(w.kwargs["out"], out)]:
+        return (
+            f"`{name}` already writes `{again[0]}`, which shares storage with `{out.name}`, "
+            "and Inductor may let an earlier read of it see this write"
         )
     if failing := [s for s in fusion.subsymbols if s is not write and indexes_at_runtime(s)]:
         return (
