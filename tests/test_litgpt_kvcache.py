@@ -13,9 +13,22 @@ import torch
 from torch.testing import assert_close
 
 import thunder_ext
+from thunder_ext.benchmarks.measure import gc_paused
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
 from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402  (thunder's kv-cache test configs)
+
+
+
+@pytest.fixture(autouse=True)
+def no_collection_while_thunder_traces():
+    """thunder 0.2.6 walks Dynamo's registry of live modules when litgpt's forward builds one; once
+    torch.compile has run in the process, a collection during that walk shrinks the registry under it
+    ("InterpreterError: ... dictionary changed size during iteration", stock thunder too). The
+    benchmarks' ``gc_paused`` explains it; here, as there, no collection runs while a test compiles."""
+    with gc_paused():
+        yield
+
 
 THUNDER_VARIANTS = ["llama1-like", "long-context-like", "llama2-like", "codellama2-like", "gpt-neox-like"]
 VOCAB = 96
@@ -126,10 +139,13 @@ def test_sliding_window_writes_a_circular_cache():
     pair.greedy(torch.randint(0, VOCAB, (1, 3)), 13)
 
 
-def test_bfloat16_autocast():
+def test_bfloat16_autocast(executor_set):
     torch.manual_seed(0)
     autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
-    pair = Pair(small_llama(), context=autocast)
+    # Inductor keeps a fused region's bfloat16 intermediates in float32 where eager rounds each op: the two
+    # differ by bfloat16 rounding (1e-3 seen), more than bfloat16's default absolute tolerance of 1e-5
+    tolerance = {"atol": 5e-3, "rtol": 1.6e-2} if executor_set == "torch_compile" else {}
+    pair = Pair(small_llama(), context=autocast, **tolerance)
     # The cache is allocated in the autocast dtype: see docs/design.md#limits for a float32 cache.
     pair.set_kv_cache(batch_size=1, max_seq_length=16, dtype=torch.bfloat16)
     pair.greedy(torch.randint(0, VOCAB, (1, 4)), 4)
