@@ -7,9 +7,9 @@ on how the executor runs the region, so each executor states it as a ``RegionRul
 - ``in_order``: whether the region runs its ops in their order. Then the ordering rule of the checker
   applies inside the region as outside it, and a refused write is given back by *taking it out* with its
   producer: the same ops in the same order, those two on the PyTorch executor, the runs between them
-  regions of their own. Otherwise
-  (nvFuser schedules a region's ops as it likes) the region is rebuilt without the write, which runs
-  after it, and the executor's rules must prove that no op of the region sees the write early.
+  regions of their own. Otherwise (nvFuser schedules a region's ops as it likes) the region is rebuilt
+  without the write, which runs after it, and the executor's rules must prove that no op of the region
+  sees the write early.
 - ``blocker``: why the region cannot run a given write itself, or None.
 
 =============  ========  ============================================================================
