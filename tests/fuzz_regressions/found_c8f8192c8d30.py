@@ -1,3 +1,6 @@
+# Found by the fuzzer under the torch.compile executor and the adversarial schedulers (a CI run): one
+# region wrote a1, read it (`r2 = a1.sum()`) and wrote the view a1[0:1]; Inductor let the sum see the second
+# write (plain torch.compile 2.9.1 too). A torch.compile region now writes a storage once (rule 2).
 import torch
 
 
