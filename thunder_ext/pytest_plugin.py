@@ -40,6 +40,7 @@ def executors_of(name: str) -> list:
 
 EXECUTOR_SETS = ("defaults", "torch_compile")
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         OPTION,
