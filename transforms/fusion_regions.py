@@ -17,7 +17,8 @@ executor       in order  a write stays in the region when
 =============  ========  ============================================================================
 nvFuser        no        ``nvfuser_write_blocker``: four rules for an output aliasing a region input
 torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, writes its
-                         storage once, and no op of it may fail at runtime
+                         storage once, reads its old value only towards ``computed``, and no op of
+                         it may fail at runtime
 =============  ========  ============================================================================
 
 A region no rules own keeps no write: every write in it is given back.
@@ -48,6 +49,7 @@ from thunder_ext.transforms.aliasing import (
     data_args,
     is_copy_to_out,
     is_update_aliases,
+    is_view_op,
     may_fail_at_runtime,
     written_tensors,
 )
@@ -126,7 +128,7 @@ def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Alia
 
 
 def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
-    """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise at ``out``'s shape, and whose
+    """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise (prims, or ops of prims) at ``out``'s shape, and whose
     results nothing else needs: no op of the region outside the cone, and not the region's outputs."""
     out = write.kwargs["out"]
     outputs = {o.name for o in fusion.flat_proxy_outs}
@@ -141,7 +143,7 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
         results = [o.name for o in op.flat_proxy_outs]
         its_users = [u for r in results for u in users.get(r, ())]
         if (
-            op.sym.id in ELEMENTWISE_PRIM_IDS
+            _elementwise(op)
             and isinstance(op.output, TensorProxy)
             and op.output.shape == out.shape
             and not outputs.intersection(results)
@@ -156,8 +158,8 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
 
     Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
-    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Three
-    rules, for the three cases where that breaks:
+    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Four
+    rules, for the four cases where that breaks:
 
     1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
        of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
@@ -166,7 +168,11 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     2. No earlier write of the region writes storage ``o`` shares. Inductor, given a region that writes
        a tensor, reads it and writes a view of it, let the read see the second write (found by the
        fuzzer, ``tests/fuzz_regressions/found_c8f8192c8d30.py``; plain torch.compile 2.9.1 does the same).
-    3. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
+    3. No op of the region before the write reads ``o``'s storage, but the write's own elementwise steps
+       (``_elementwise_cone``, as in nvFuser's rule 4): Inductor ran ``x.sum()`` and ``x.clone()`` of the
+       region after ``x.masked_fill_``'s re-inplaced write (found by the fuzzer, torch 2.9.1, plain
+       torch.compile too).
+    4. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
        Inductor checks an index in the kernel that uses it, element by element, so it may store part of
        a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
        as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
@@ -188,6 +194,15 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
             f"`{name}` already writes `{again[0]}`, which shares storage with `{out.name}`, "
             "and Inductor may let an earlier read of it see this write"
         )
+    cone = _elementwise_cone(fusion, write)
+    for op in earlier:
+        if is_update_aliases(op) or is_view_op(op) or any(op is c for c in cone):
+            continue  # a rename or a view names the storage; the cone reads element i to replace it
+        if shared := [a.name for a in data_args(op) if aliases.same_storage(a, out)]:
+            return (
+                f"`{op.sym.name}` reads `{shared[0]}` (the old value of `{out.name}`) in `{name}`, "
+                "and Inductor may run it after the write"
+            )
     if failing := [s for s in fusion.subsymbols if s is not write and indexes_at_runtime(s)]:
         return (
             f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
