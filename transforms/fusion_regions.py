@@ -30,6 +30,7 @@ recomputation reads them overwritten; ``no_recomputation_across_writes`` undoes 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -75,6 +76,11 @@ class RegionRules:
     blocker: Blocker  # why the region cannot run this write itself; None if it can
     how: str  # the decision for a write the region keeps
     kept: str  # and its reason, of {region}, {computed} and {out}
+
+
+def position_in(fusion: BoundSymbol, op: BoundSymbol) -> int:
+    """Where ``op``, one of ``fusion``'s ops, stands among them (by identity: equal ops may repeat)."""
+    return next(i for i, s in enumerate(fusion.subsymbols) if s is op)
 
 
 def _producer_in(fusion: BoundSymbol, write: BoundSymbol) -> BoundSymbol | None:
@@ -136,7 +142,7 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
     for op in fusion.subsymbols:
         for a in data_args(op):
             users.setdefault(a.name, []).append(op)
-    position = next(i for i, op in enumerate(fusion.subsymbols) if op is write)
+    position = position_in(fusion, write)
     cone: list[BoundSymbol] = []
     # Backwards, so that every user of an op is decided before the op.
     for op in reversed(fusion.subsymbols[:position]):
@@ -188,7 +194,7 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
             f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
             "which Inductor would write as it is later"
         )
-    out, earlier = write.kwargs["out"], fusion.subsymbols[: [s is write for s in fusion.subsymbols].index(True)]
+    out, earlier = write.kwargs["out"], fusion.subsymbols[: position_in(fusion, write)]
     if again := [w.kwargs["out"].name for w in earlier if is_copy_to_out(w) and aliases.same_storage(w.kwargs["out"], out)]:
         return (
             f"`{name}` already writes `{again[0]}`, which shares storage with `{out.name}`, "
@@ -318,7 +324,7 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
             pieces[-1][1].append(op)
         else:
             pieces.append((True, [op]))
-    split, numbers = [], iter(range(fresh_number, fresh_number + len(pieces)))
+    split, numbers = [], itertools.count(fresh_number)
     for k, (is_run, piece) in enumerate(pieces):
         if is_run:
             later = [b for _, rest in pieces[k + 1 :] for b in rest]

@@ -53,6 +53,7 @@ from thunder_ext.transforms.fusion_regions import (
     fusion_number,
     give_back,
     no_recomputation_across_writes,
+    position_in,
     rules_for,
     write_blocker,
 )
@@ -127,7 +128,7 @@ def _check_ordering(bsyms: list[BoundSymbol], j: int, write: BoundSymbol, aliase
     region = bsyms[j]
     if region is not write and _in_order(region):
         new = {write.output.name}
-        later_ops = region.subsymbols[[s is write for s in region.subsymbols].index(True) + 1 :]
+        later_ops = region.subsymbols[position_in(region, write) + 1 :]
     else:
         new, later_ops = {o.name for o in tensor_outs(region)}, []
     for b in bsyms[j + 1 :]:
