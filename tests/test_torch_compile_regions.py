@@ -127,6 +127,53 @@ def test_rule_4_a_kv_write_leaves_its_region_and_runs_in_place():
     assert allocations(lambda: jfn(*args), CPU).largest < k.nbytes
 
 
+def regions(jfn) -> list[str]:
+    return [b.sym.name for b in thunder.last_traces(jfn)[-1].bound_symbols if b.sym.is_fusion]
+
+
+def test_views_between_taken_out_writes_join_the_region_before_them():
+    # litgpt's KVCache writes k[:bs], then v[:bs]: the view of v between the two taken-out writes would
+    # be a region of its own (one more region call per layer and decode step)
+    def f(k, v, pos, new_k, new_v):
+        k[:1].index_copy_(2, pos, new_k)
+        v[:1].index_copy_(2, pos, new_v)
+        return (k * v).sum()
+
+    k, v, new_k, new_v = torch.zeros(2, 4, 16, 8), torch.zeros(2, 4, 16, 8), torch.randn(1, 4, 1, 8), torch.randn(1, 4, 1, 8)
+    args = (k, v, torch.tensor([3]), new_k, new_v)
+    jfn = assert_matches_eager(f, *args)
+    assert all(how.startswith("in place at the") for how, _ in decisions(jfn))
+    assert regions(jfn) == ["TorchCompile0", "TorchCompile1"]  # before the writes, and after them
+
+
+def test_an_op_that_may_fail_stays_after_the_taken_out_write_before_it():
+    # the gather fails on a bad index; eager has written k by then, so it must not move before that write
+    # (in a region it fails as Inductor's bounds check, a RuntimeError, as with stock thunder)
+    def f(k, v, pos, idx, new):
+        k.index_copy_(0, pos, new)
+        got = v.index_select(0, idx)
+        v.index_copy_(0, pos, new)
+        return got
+
+    def call(fn, k):
+        with pytest.raises((IndexError, RuntimeError), match="out of range|out of bounds"):
+            fn(k, torch.zeros(4, 2), torch.tensor([1]), torch.tensor([9]), torch.ones(1, 2))
+        return k
+
+    assert torch.equal(call(thunder_ext.jit(f), torch.zeros(4, 2)), call(f, torch.zeros(4, 2)))
+
+
+def test_a_read_of_what_a_taken_out_write_wrote_stays_after_it():
+    # kv[0] and kv[1] share kv's storage: the sum reads the first write, the second write reads the sum
+    def f(kv, pos, new):
+        kv[0].index_copy_(0, pos, new)
+        total = kv.sum(0)
+        kv[1].index_copy_(0, pos, new * total[pos])
+        return total
+
+    assert_matches_eager(f, torch.zeros(2, 4, 3), torch.tensor([2]), torch.randn(1, 3))
+
+
 def test_a_write_into_a_view_of_an_intermediate_then_into_an_input_matches_eager():
     # a wrong value before regions were rebuilt: a later region recomputed t * 2, losing the write into t[0]
     def f(x, y):

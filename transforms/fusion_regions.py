@@ -309,6 +309,10 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
 
     A producer leaves with its write where the PyTorch executor has it, so that the checker may still fuse
     the two into one in-place op (``k.index_copy_``, with eager's checks before it writes).
+
+    An op that ``_may_run_before`` the taken-out ops since the last run joins that run instead of starting
+    one: each region call costs Dynamo's guard checks, and litgpt's ``self.v[:bs]`` between the K and V
+    writes would otherwise be a region of its own, per layer and step.
     """
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
     taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
@@ -320,8 +324,10 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
     for op in ops:
         if id(op) in taken:
             pieces.append((False, taken[id(op)]))
-        elif pieces and pieces[-1][0]:
-            pieces[-1][1].append(op)
+            continue
+        runs = [k for k, (is_run, _) in enumerate(pieces) if is_run]
+        if runs and (runs[-1] == len(pieces) - 1 or _may_run_before(op, pieces[runs[-1] + 1 :])):
+            pieces[runs[-1]][1].append(op)
         else:
             pieces.append((True, [op]))
     split, numbers = [], itertools.count(fresh_number)
@@ -332,6 +338,17 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
             piece = [_fuse_again(fusion, piece, _needed(piece, later, outputs), number)]
         split.extend(b for b in piece if b is not None)
     return split
+
+
+def _may_run_before(op: BoundSymbol, taken: list[tuple[bool, list[BoundSymbol]]]) -> bool:
+    """Whether ``op`` may run before the ``taken`` pieces instead of after, with the same effects and errors:
+    it writes nothing, cannot fail (a failure must find their writes made, as eager does), and reads none
+    of their results. Functionalization gives each reader of a written tensor's new value the write's
+    result, so that is every read of what they write."""
+    results = {o.name for _, piece in taken for b in piece for o in b.flat_proxy_outs}
+    return not (
+        written_tensors(op) or may_fail_at_runtime(op) or results.intersection(p.name for p in op.flat_proxy_args)
+    )
 
 
 def _names(bsym: BoundSymbol) -> set[str]:
