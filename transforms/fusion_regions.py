@@ -321,14 +321,14 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
         if producer is not None and isinstance(producer.output, TensorProxy) and not is_copy_to_out(producer):
             taken[id(producer)] = _on_torch_executor(producer)
     pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)
+    last_run = -1  # where in pieces
     for op in ops:
         if id(op) in taken:
             pieces.append((False, taken[id(op)]))
-            continue
-        runs = [k for k, (is_run, _) in enumerate(pieces) if is_run]
-        if runs and (runs[-1] == len(pieces) - 1 or _may_run_before(op, pieces[runs[-1] + 1 :])):
-            pieces[runs[-1]][1].append(op)
+        elif last_run >= 0 and _may_run_before(op, [b for _, piece in pieces[last_run + 1 :] for b in piece]):
+            pieces[last_run][1].append(op)
         else:
+            last_run = len(pieces)
             pieces.append((True, [op]))
     split, numbers = [], itertools.count(fresh_number)
     for k, (is_run, piece) in enumerate(pieces):
@@ -340,12 +340,14 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
     return split
 
 
-def _may_run_before(op: BoundSymbol, taken: list[tuple[bool, list[BoundSymbol]]]) -> bool:
-    """Whether ``op`` may run before the ``taken`` pieces instead of after, with the same effects and errors:
+def _may_run_before(op: BoundSymbol, passed: list[BoundSymbol]) -> bool:
+    """Whether ``op`` may run before the ops ``passed`` instead of after, with the same effects and errors:
     it writes nothing, cannot fail (a failure must find their writes made, as eager does), and reads none
     of their results. Functionalization gives each reader of a written tensor's new value the write's
     result, so that is every read of what they write."""
-    results = {o.name for _, piece in taken for b in piece for o in b.flat_proxy_outs}
+    if not passed:
+        return True
+    results = {o.name for b in passed for o in b.flat_proxy_outs}
     return not (
         written_tensors(op) or may_fail_at_runtime(op) or results.intersection(p.name for p in op.flat_proxy_args)
     )
