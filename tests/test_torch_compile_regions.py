@@ -15,6 +15,7 @@ from thunder.executors.torch_compile import torch_compile_ex
 import thunder_ext
 from helpers import assert_matches_eager
 from test_nvfuser_region_proof import computation, fusion_region, tracing
+from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
@@ -172,6 +173,33 @@ def test_a_read_of_what_a_taken_out_write_wrote_stays_after_it():
         return total
 
     assert_matches_eager(f, torch.zeros(2, 4, 3), torch.tensor([2]), torch.randn(1, 3))
+
+
+def test_a_kept_write_joins_its_producer_across_a_taken_out_write():
+    # the region holds its writes last: y's write follows x's, which the sum sends out (rule 3); alone in
+    # a run after it, y's write would be a copy of a value computed in another region (rule 1)
+    def f(x, y):
+        s = x.sum()
+        x.mul_(2)
+        y.mul_(3)
+        return s
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4))
+    by_line = {d.source.split(": ")[-1]: d for d in thunder_ext.inplace_decisions(jfn)}
+    x_write, y_write = by_line["x.mul_(2)"], by_line["y.mul_(3)"]
+    assert x_write.how.startswith("in place at the") and "not in torch.compile" in x_write.reason
+    assert y_write.how == "in a torch.compile region"
+    assert regions(jfn) == ["TorchCompile0"]
+
+
+def test_an_optimizer_step_stays_in_one_region_and_allocates_nothing_of_a_parameters_size():
+    # Adam's addcmul_ and addcdiv_ convert with `Tensor.to` (a shallow copy): elementwise steps of the write
+    params, grads, exp_avgs, exp_avg_sqs = ([torch.randn(1 << 16) for _ in range(2)] for _ in range(4))
+    exp_avg_sqs = [t.abs() for t in exp_avg_sqs]
+    jfn = assert_matches_eager(adam_step, params, grads, exp_avgs, exp_avg_sqs)
+    assert {how for how, _ in decisions(jfn)} == {"in a torch.compile region"}
+    assert regions(jfn) == ["TorchCompile0"]
+    assert allocations(lambda: jfn(params, grads, exp_avgs, exp_avg_sqs), CPU).largest < params[0].nbytes
 
 
 def test_a_write_into_a_view_of_an_intermediate_then_into_an_input_matches_eager():

@@ -57,10 +57,11 @@ from thunder_ext.transforms.aliasing import (
 
 # Prims that compute element i of their result from element i of each tensor argument (thunder's prims
 # do not broadcast). Taken from how thunder builds its elementwise prims, so that the set follows thunder;
-# should that change, the set shrinks to the last three, which only turns in-place writes into copies.
+# should that change, the set shrinks to the last four, which only turns in-place writes into copies.
+# (``Tensor.to`` a dtype the tensor has is a shallow copy: ``addcmul`` and ``addcdiv`` are made of them.)
 ELEMENTWISE_PRIM_IDS = frozenset(
     {s.id for s in vars(prims).values() if isinstance(s, Symbol) and "_elementwise_" in s.meta.__qualname__}
-    | {PrimIDs.WHERE, PrimIDs.LERP, PrimIDs.CONVERT_ELEMENT_TYPE}
+    | {PrimIDs.WHERE, PrimIDs.LERP, PrimIDs.CONVERT_ELEMENT_TYPE, PrimIDs.SHALLOW_COPY}
 )
 
 Blocker = Callable[[BoundSymbol, BoundSymbol, Aliases], "str | None"]
@@ -135,8 +136,10 @@ def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Alia
 
 def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
     """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise (prims, or ops of prims) at ``out``'s shape, and whose
-    results nothing else needs: no op of the region outside the cone, and not the region's outputs."""
-    out = write.kwargs["out"]
+    results nothing else needs: no op of the region outside the cone, and not the region's outputs. Other
+    readers of ``computed`` itself do not count: they read the new value, which is what the write leaves
+    in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then ``param.addcdiv_(exp_avg, ...)``)."""
+    computed, out = write.args[0], write.kwargs["out"]
     outputs = {o.name for o in fusion.flat_proxy_outs}
     users: dict[str, list[BoundSymbol]] = {}
     for op in fusion.subsymbols:
@@ -147,7 +150,7 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
     # Backwards, so that every user of an op is decided before the op.
     for op in reversed(fusion.subsymbols[:position]):
         results = [o.name for o in op.flat_proxy_outs]
-        its_users = [u for r in results for u in users.get(r, ())]
+        its_users = [u for r in results for u in users.get(r, ()) if r != computed.name or u is write]
         if (
             _elementwise(op)
             and isinstance(op.output, TensorProxy)
@@ -341,16 +344,14 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
 
 
 def _may_run_before(op: BoundSymbol, passed: list[BoundSymbol]) -> bool:
-    """Whether ``op`` may run before the ops ``passed`` instead of after, with the same effects and errors:
-    it writes nothing, cannot fail (a failure must find their writes made, as eager does), and reads none
-    of their results. Functionalization gives each reader of a written tensor's new value the write's
-    result, so that is every read of what they write."""
-    if not passed:
-        return True
+    """Whether ``op``, an op its region keeps, may run before the taken-out ops ``passed`` instead of after,
+    with the same effects and errors: it cannot fail (a failure must find their writes made, as eager
+    does), and reads none of their results. Functionalization gives each reader of what they write the
+    write's result, so ``op`` reads nothing they change; where ``op`` is a write, the region's rules keep
+    them from reading its storage (rule 3: only its own elementwise steps read its old value there) and
+    from failing (rule 4)."""
     results = {o.name for b in passed for o in b.flat_proxy_outs}
-    return not (
-        written_tensors(op) or may_fail_at_runtime(op) or results.intersection(p.name for p in op.flat_proxy_args)
-    )
+    return not (may_fail_at_runtime(op) or results.intersection(p.name for p in op.flat_proxy_args))
 
 
 def _names(bsym: BoundSymbol) -> set[str]:
