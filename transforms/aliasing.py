@@ -8,7 +8,9 @@ prims). Over-approximation can only turn an in-place write into a copy, never th
 Two relations are kept:
 - *same tensor*: the proxies are the same runtime tensor under different names (``update_aliases``,
   the result of an in-place op or of a write, which is its destination);
-- *same storage*: the above, or one is a view of the other (possibly another region).
+- *same storage*: the above, or one is a view of the other (possibly another region), or both are
+  renamed by one ``update_aliases``: thunder groups there the tensors that may share storage, arguments
+  too (``f(x, x[0])``, which no op of the trace relates).
 
 ``may_overlap`` refines *same storage* for slices: a tensor sliced with constant bounds and steps, through
 slices only, from a tensor that is no view (an argument, or an op's fresh result) covers a box of that
@@ -226,8 +228,11 @@ class Aliases:
             for sub in bsym.subsymbols:
                 self.add(sub)
         elif is_update_aliases(bsym):
-            for before, after in zip(tensor_args(bsym), outs):
+            args = tensor_args(bsym)
+            for before, after in zip(args, outs):
                 self._same_tensor(before.name, after.name)
+            for other in args[1:]:  # thunder groups only tensors that may share storage (x and x[0] passed apart)
+                self._storage.union(args[0].name, other.name)
         elif (dest := write_destination(bsym)) is not None:
             for out in outs:
                 self._same_tensor(dest.name, out.name)
