@@ -42,6 +42,7 @@ from thunder.core.symbol import BoundSymbolTag, has_tags
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
+from thunder_ext.executors.torch_inplace import share_storage
 from thunder_ext.transforms.transform import InplaceTransform
 
 if "mod" not in _method_name_to_fn_map:
@@ -120,11 +121,13 @@ def _keep_apart(
     """thunder 0.2.6's ``insert_alias_updates`` with the arguments of ``apart`` each traced as itself.
 
     Rule: tensors that may share storage form a view group: a group of ``apart`` (an argument of the
-    first's size stands there as thunder's reshape of the first), a view with its base. Where a group
-    holds a tensor written in place, every in-place op on a member, every view of one and every other
-    op that reads one is preceded by ``update_aliases`` of the members met so far (the arguments count
-    as met from the start), whose results stand for those members from then on: no reader of a member
-    can run before a write through another, nor a write before it.
+    first's size stands there as thunder's reshape of the first), a view with its base. The arguments
+    of a group of ``apart`` are renamed once, before their first use, by ``share_storage``, which tells
+    the extension's passes that they share storage. Where a group holds a tensor written in place, every
+    in-place op on a member, every view of one and every other op that reads one is preceded by
+    ``update_aliases`` of the members met so far (the arguments count as met from the start), whose
+    results stand for those members from then on: no reader of a member can run before a write through
+    another, nor a write before it.
     """
     if not any(map(update_aliases._is_inplace_op, computation_trace.bound_symbols)):
         return computation_trace
@@ -150,7 +153,14 @@ def _keep_apart(
 
     swap_map: dict[VariableInterface, TensorProxy] = {}
     bsyms = []
+    unstated = [[v for v in group if v not in stand_ins] for group in apart]
     for bsym in computation_trace.bound_symbols:
+        used = {variableify(p) for p in bsym.flat_proxy_args}
+        for arguments in [a for a in unstated if used.intersection(a)]:  # first, one rename stating the sharing
+            unstated.remove(arguments)
+            renamed = update_aliases._get_new_aliases(arguments, computation_trace)
+            bsyms.append(share_storage.bind(tuple(map(unvariableify, arguments)), output=renamed))
+            swap_map.update(zip(arguments, renamed))
         inplace = update_aliases._is_inplace_op(bsym)
         if not (
             inplace or update_aliases._is_view_creation_op(bsym) or update_aliases._involves_viewed_args(bsym, viewed)

@@ -18,7 +18,7 @@ executor       in order  a write stays in the region when
 nvFuser        no        ``nvfuser_write_blocker``: four rules for an output aliasing a region input
 torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, writes its
                          storage once, reads its old value only towards ``computed``, no op of it
-                         may fail at runtime, and no other input of it aliases ``out``
+                         may fail at runtime, and no two of its inputs alias ``out``
 =============  ========  ============================================================================
 
 A region no rules own keeps no write: every write in it is given back.
@@ -183,8 +183,8 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
        a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
        as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
        writes nothing, Inductor writes ``k[1]`` and raises).
-    5. No other input of the region shares storage with ``o`` as another tensor (arguments of other
-       sizes, ``f(x, x[0])``). torch.compile 2.9.1 miscompiles a graph that writes an input that another
+    5. At most one tensor among the region's inputs shares storage with ``o`` (not two arguments of
+       other sizes, ``f(x, x[0])``). torch.compile 2.9.1 miscompiles a graph that writes an input that another
        input aliases: plain ``torch.compile`` of ``a.add_(1); return b * 2`` with ``b = a.t()[0]``
        returns ``b * 2`` as if ``a`` had been written twice; a region of ``f(x, x[0])`` returned ``x``
        flattened.
@@ -219,9 +219,11 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
             f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
             "and Inductor may have written part of the region's writes by then"
         )
-    if other := [a.name for a in inputs if aliases.same_storage(a, out) and not aliases.same_tensor(a, out)]:
+    sharing = {aliases.tensor_key(a): a.name for a in inputs if aliases.same_storage(a, out)}
+    if len(sharing) > 1:
+        first, second, *_ = sharing.values()
         return (
-            f"`{other[0]}`, an input of `{name}`, shares storage with `{out.name}`, "
+            f"`{first}` and `{second}`, inputs of `{name}`, share storage with `{out.name}`, "
             "and torch.compile miscompiles a write of an input that another input aliases"
         )
     return None
