@@ -1,4 +1,5 @@
-"""Operators that in-place workloads need and thunder 0.2.6 lacks, registered through thunder's own tables.
+"""What in-place workloads need and thunder 0.2.6 lacks: operators, registered through thunder's own tables,
+and aliased arguments of other sizes.
 
 The one place where the extension adds to thunder's globals; importing ``thunder_ext`` applies it, so
 stock ``thunder.jit`` gains it too. Each entry is registered only where thunder has none.
@@ -21,7 +22,8 @@ One entry changes what thunder does, and only for the extension's compilations:
   keeps the group in sync with ``update_aliases``, as thunder's main branch does since pull request
   #2760 ("inputs that view each other with different numel"). Stock ``thunder.jit`` keeps thunder's:
   with its torch.compile executor the fix would compute wrong values (torch.compile miscompiles a
-  write of an input that another input aliases; the extension keeps such a write out of its regions).
+  write of an input that another input aliases; the extension keeps such a write out of its regions:
+  ``fusion_regions.torch_compile_write_blocker``, rule 5).
 """
 
 import thunder
