@@ -188,8 +188,8 @@ def test_aliased_arguments_of_other_sizes(f, alias):
 @pytest.mark.parametrize("adversary", [SinkReads, HoistWrites, HoistReads], ids=lambda a: a.__name__)
 @pytest.mark.parametrize("f", [read_then_write, compute_then_read_then_write, write_then_read])
 def test_aliased_arguments_of_other_sizes_order_by_dataflow(f, adversary):
-    # the two arguments share storage that no op of the trace relates: only thunder's update_aliases
-    # tells the functionalizer and the checker, which must then order every write by dataflow
+    # no op of the trace relates the two arguments: only `share_storage` tells the functionalizer that
+    # they share storage, and so that the write must follow the other's readers by dataflow
     assert_matches_eager(f, *OTHER_SIZE_VIEWS["row"](torch.randn(3, 2)), transforms=[adversary()])
 
 
