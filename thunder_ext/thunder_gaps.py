@@ -37,6 +37,7 @@ from thunder.core.jit_ext import (
     interpreter_needs_wrap,
     record_source_loc_in_symbol_header,
 )
+from thunder.core import prims
 from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy, VariableInterface, unvariableify, variableify
 from thunder.core.pytree import tree_flatten
@@ -156,12 +157,15 @@ def _keep_apart(
     swap_map: dict[VariableInterface, TensorProxy] = {}
     bsyms = []
     unstated = [[v for v in group if v not in stand_ins] for group in apart]
+    # thunder's autograd knows no share_storage; the extension leaves a trace that needs it to thunder
+    needs_autograd = any(isinstance(a, TensorProxy) and a.requires_grad for a in computation_trace.args)
+    rename = prims.update_aliases if needs_autograd else share_storage
     for bsym in computation_trace.bound_symbols:
         used = {variableify(p) for p in bsym.flat_proxy_args}
         for arguments in [a for a in unstated if used.intersection(a)]:  # first, one rename stating the sharing
             unstated.remove(arguments)
             renamed = update_aliases._get_new_aliases(arguments, computation_trace)
-            bsyms.append(share_storage.bind(tuple(map(unvariableify, arguments)), output=renamed))
+            bsyms.append(rename.bind(tuple(map(unvariableify, arguments)), output=renamed))
             swap_map.update(zip(arguments, renamed))
         inplace = update_aliases._is_inplace_op(bsym)
         if not (
