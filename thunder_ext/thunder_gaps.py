@@ -121,7 +121,7 @@ def insert_alias_updates(computation_trace: TraceCtx, alias_tensor_indices: list
 def _keep_apart(
     computation_trace: TraceCtx, reshaped: list[list[int]], apart: list[set[VariableInterface]]
 ) -> TraceCtx:
-    """thunder 0.2.6's ``insert_alias_updates`` with the arguments of ``apart`` each traced as itself.
+    """thunder 0.2.6's ``insert_alias_updates``, each argument of another size than its group's first traced as itself.
 
     Rule: tensors that may share storage form a view group: a group of ``apart`` (an argument of the
     first's size stands there as thunder's reshape of the first), a view with its base. The arguments
