@@ -19,6 +19,7 @@ import operator
 from collections.abc import Callable
 
 import torch
+from thunder.core import prims
 from thunder.core.proxies import TensorProxy
 from thunder.extend import OperatorExecutor, register_executor
 
@@ -34,6 +35,12 @@ def _copy_to_out_impl(computed: torch.Tensor, *, out: torch.Tensor, after=()) ->
 
 plain_copy_to_out = inplace_ex.register_operator("copy_to_out_", like=copy_to_out_, fn=_copy_to_out_impl)
 inplace_ex.register_implementation(copy_to_out_, plain_copy_to_out)
+
+# ``update_aliases`` that also states that its tensors share storage, which no op of the trace shows: the
+# arguments ``thunder_gaps.insert_alias_updates`` traces apart. thunder's own ``update_aliases`` cannot
+# say it: it also renames tensors of different storages together (``q`` and ``k`` before an attention
+# reads both), and taking those for one storage would cost in-place writes.
+share_storage = inplace_ex.register_operator("share_storage", like=prims.update_aliases, fn=lambda aliases: aliases)
 
 
 def _base_update(update: Callable[..., object]) -> Callable[..., torch.Tensor]:

@@ -6,6 +6,7 @@ import thunder
 
 import thunder_ext
 from helpers import assert_matches_eager, functionalized_trace, writes_in
+from test_guarantees import HoistReads, HoistWrites, SinkReads
 
 
 def test_thunder_pr_failing_case_index_copy_then_sdpa():
@@ -141,6 +142,105 @@ def test_aliased_arguments(alias):
 
     x = torch.randn(3, 4)
     assert_matches_eager(f, x, alias(x))
+
+
+def write_then_read(a, b):
+    a.add_(1.0)
+    return b * 2
+
+
+def write_through_one_then_read_the_other(a, b):
+    b.mul_(2.0)
+    return a * 1, b + 1
+
+
+def read_then_write(a, b):
+    r = b * 2
+    a.add_(1.0)
+    return r, b + 0
+
+
+def compute_then_read_then_write(a, b):
+    c = b.exp()  # the write's producer, before a read of b's old storage through a
+    r = a.sum(0)
+    b.copy_(c)
+    return r
+
+
+OTHER_SIZE_VIEWS = {
+    "row": lambda x: [x, x[0]],
+    "rows": lambda x: [x, x[1:]],
+    "view-first": lambda x: [x[1], x],
+    "column": lambda x: [x, x[:, 1]],  # not contiguous, from offset 1
+    "column-of-transpose": lambda x: [x, x.t()[0]],
+}
+
+
+@pytest.mark.parametrize("alias", OTHER_SIZE_VIEWS.values(), ids=OTHER_SIZE_VIEWS.keys())
+@pytest.mark.parametrize(
+    "f", [write_then_read, write_through_one_then_read_the_other, read_then_write, compute_then_read_then_write]
+)
+def test_aliased_arguments_of_other_sizes(f, alias):
+    assert_matches_eager(f, *alias(torch.randn(3, 2)))
+
+
+@pytest.mark.executor_sets("defaults")  # the adversaries reschedule the ops the PyTorch executor runs
+@pytest.mark.parametrize("adversary", [SinkReads, HoistWrites, HoistReads], ids=lambda a: a.__name__)
+@pytest.mark.parametrize("f", [read_then_write, compute_then_read_then_write, write_then_read])
+def test_aliased_arguments_of_other_sizes_order_by_dataflow(f, adversary):
+    # no op of the trace relates the two arguments: only `share_storage` tells the functionalizer that
+    # they share storage, and so that the write must follow the other's readers by dataflow
+    assert_matches_eager(f, *OTHER_SIZE_VIEWS["row"](torch.randn(3, 2)), transforms=[adversary()])
+
+
+def test_aliased_arguments_of_other_sizes_share_storage_for_the_checker():
+    # in place, `a * b` would write rows of a before it reads the row b is
+    def scale_by_row(a, b):
+        a.copy_(a * b)
+        return a.sum()
+
+    x = torch.randn(3, 2)
+    jfn = assert_matches_eager(scale_by_row, x, x[1])
+    ((how, reason),) = [(d.how, d.reason) for d in thunder_ext.inplace_decisions(jfn)]
+    assert how == "copy" and "shares storage" in reason
+
+
+def test_aliased_arguments_of_other_sizes_with_one_of_the_first_size():
+    def f(a, flat, row):
+        flat.add_(1.0)  # flat is traced as a reshape of a; row as itself
+        r = row * 2
+        a.mul_(3.0)
+        return r, row * 1, flat * 1
+
+    x = torch.randn(3, 2)
+    assert_matches_eager(f, x, x.view(-1), x[0])
+
+
+def test_a_later_call_with_other_views_of_the_same_shapes_reuses_the_entry_and_matches_eager():
+    # the trace assumes no layout of an argument of another size: the entry is right for any
+    jfn = thunder_ext.jit(write_through_one_then_read_the_other)
+    for view in (lambda x: x[0], lambda x: x[2], lambda x: x[:2, 1], lambda x: x.t()[0, 1:]):
+        x = torch.randn(3, 2)
+        assert_matches_eager(write_through_one_then_read_the_other, x, view(x), jit=lambda f: jfn)
+    assert (thunder.cache_misses(jfn), thunder.cache_hits(jfn)) == (1, 3)
+
+
+def test_aliased_arguments_of_other_sizes_that_need_autograd():
+    # thunder's autograd knows no share_storage: its grad pass dropped it, and the computation read an unbound name
+    w = torch.randn(3, 2, requires_grad=True)
+    x, eager_x = w * 1, w * 1
+    actual = thunder_ext.jit(write_through_one_then_read_the_other)(x, x[0])
+    expected = write_through_one_then_read_the_other(eager_x, eager_x[0])
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(x, eager_x)
+
+
+def test_stock_thunder_still_fails_on_aliased_arguments_of_other_sizes():
+    # the fix serves the extension's compilations only: with thunder's torch.compile executor it would
+    # give wrong values (torch.compile rule 5, tests/test_torch_compile_regions.py)
+    x = torch.randn(3, 2)
+    with pytest.raises(RuntimeError, match=r"^Attempting to reshape a\.shape=\(3, 2\) to shape=\(2,\)"):
+        thunder.jit(write_then_read)(x, x[0])
 
 
 def overlapping_source(x, idx):

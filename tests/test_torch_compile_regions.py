@@ -202,6 +202,20 @@ def test_an_optimizer_step_stays_in_one_region_and_allocates_nothing_of_a_parame
     assert allocations(lambda: jfn(params, grads, exp_avgs, exp_avg_sqs), CPU).largest < params[0].nbytes
 
 
+def test_rule_5_a_write_of_an_input_that_another_input_aliases_leaves_the_region():
+    # arguments of other sizes sharing storage reach a region as two inputs; with the write of one in
+    # the region, torch.compile returned `a * 1` flattened to shape (6,)
+    def f(a, b):
+        a.add_(1.0)
+        t = b * 2
+        b.sub_(t)
+        return a * 1, t
+
+    x = torch.randn(3, 2)
+    jfn = assert_matches_eager(f, x, x[0])
+    assert "in a torch.compile region" not in [how for how, _ in decisions(jfn)]
+
+
 def test_a_write_into_a_view_of_an_intermediate_then_into_an_input_matches_eager():
     # a wrong value before regions were rebuilt: a later region recomputed t * 2, losing the write into t[0]
     def f(x, y):

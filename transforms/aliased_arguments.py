@@ -2,9 +2,11 @@
 
 When a function writes in place, thunder 0.2.6 traces arguments that share storage as one tensor:
 each later argument of a group is replaced by the first one, reshaped to its shape. That is right when the two are the same view, or
-both are contiguous from the same storage offset (``x`` and ``x.view(-1)``). Any other pair (``x``
-and ``x.t()``, ``x[0:2]`` and ``x[1:3]``) traces without complaint and gives wrong values, and a
-later call with other views of the same shapes hits the same cache entry.
+both are contiguous from the same storage offset (``x`` and ``x.view(-1)``). Any other pair of equal size
+(``x`` and ``x.t()``, ``x[0:2]`` and ``x[1:3]``) traces without complaint and gives wrong values, and a
+later call with other views of the same shapes hits the same cache entry. An argument of another size
+than the first (``x`` and ``x[0]``) is traced as itself (``thunder_gaps.insert_alias_updates``), which is
+right whatever its layout.
 
 It also counts positions among the call's arguments but applies them to the computation's, which
 drops unused arguments: for ``f(x, x, y)`` whose body never reads its second parameter, ``y`` is
@@ -12,7 +14,7 @@ replaced by ``x``; for ``f(x, y, x)`` that never reads ``y``, the second ``x`` s
 of the computation, thunder looks for it at position 2, and the two are traced as unrelated tensors.
 
 Rule: where the computation writes in place, a prologue that admits aliased arguments checks, on every call, that each aliased argument
-is one of those two cases and that thunder's positions find the group among the computation's
+is one of those three cases and that thunder's positions find the group among the computation's
 arguments: each position it applies names a member, and where the computation holds more than one
 member, its positions name them all; otherwise it raises ``AliasedArgumentsError`` before anything
 runs.
@@ -40,14 +42,11 @@ def _layout(t: torch.Tensor) -> str:
 
 
 def _representable(first: torch.Tensor, other: torch.Tensor) -> bool:
+    if first.numel() != other.numel():
+        return True  # traced as itself, not as a reshape of ``first``
     if (first.shape, first.stride(), first.storage_offset()) == (other.shape, other.stride(), other.storage_offset()):
         return True
-    return (
-        first.is_contiguous()
-        and other.is_contiguous()
-        and first.storage_offset() == other.storage_offset()
-        and first.numel() == other.numel()
-    )
+    return first.is_contiguous() and other.is_contiguous() and first.storage_offset() == other.storage_offset()
 
 
 def _check_aliased_arguments(args, kwargs, computation_args, groups: str) -> None:

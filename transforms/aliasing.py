@@ -8,7 +8,9 @@ prims). Over-approximation can only turn an in-place write into a copy, never th
 Two relations are kept:
 - *same tensor*: the proxies are the same runtime tensor under different names (``update_aliases``,
   the result of an in-place op or of a write, which is its destination);
-- *same storage*: the above, or one is a view of the other (possibly another region).
+- *same storage*: the above, or one is a view of the other (possibly another region), or both are
+  renamed by one ``share_storage`` (arguments that share storage at different sizes, ``f(x, x[0])``,
+  which no op of the trace relates: ``thunder_gaps.insert_alias_updates``).
 
 ``may_overlap`` refines *same storage* for slices: a tensor sliced with constant bounds and steps, through
 slices only, from a tensor that is no view (an argument, or an op's fresh result) covers a box of that
@@ -30,6 +32,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.executors import torchex
 from thunder.extend import Executor
 
+from thunder_ext.executors.torch_inplace import share_storage
 from thunder_ext.primitive import copy_to_out_
 
 # Thunder ops that return (or may return) a view of their first argument when run by PyTorch:
@@ -106,7 +109,8 @@ def is_view_op(bsym: BoundSymbol) -> bool:
 
 
 def is_update_aliases(bsym: BoundSymbol) -> bool:
-    return bsym.sym.id in (PrimIDs.UPDATE_ALIASES, torchex.update_aliases.id)
+    """A rename of tensors after a write: thunder's ``update_aliases``, or the extension's ``share_storage``."""
+    return bsym.sym.id in (PrimIDs.UPDATE_ALIASES, torchex.update_aliases.id, share_storage.id)
 
 
 def is_copy_to_out(bsym: BoundSymbol) -> bool:
@@ -226,8 +230,12 @@ class Aliases:
             for sub in bsym.subsymbols:
                 self.add(sub)
         elif is_update_aliases(bsym):
-            for before, after in zip(tensor_args(bsym), outs):
+            args = tensor_args(bsym)
+            for before, after in zip(args, outs):
                 self._same_tensor(before.name, after.name)
+            if bsym.sym.id == share_storage.id:
+                for other in args[1:]:
+                    self._storage.union(args[0].name, other.name)
         elif (dest := write_destination(bsym)) is not None:
             for out in outs:
                 self._same_tensor(dest.name, out.name)

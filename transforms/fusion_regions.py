@@ -17,8 +17,8 @@ executor       in order  a write stays in the region when
 =============  ========  ============================================================================
 nvFuser        no        ``nvfuser_write_blocker``: four rules for an output aliasing a region input
 torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, writes its
-                         storage once, reads its old value only towards ``computed``, and no op of
-                         it may fail at runtime
+                         storage once, reads its old value only towards ``computed``, no op of it
+                         may fail at runtime, and no two of its inputs alias ``out``
 =============  ========  ============================================================================
 
 A region no rules own keeps no write: every write in it is given back.
@@ -167,8 +167,8 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
 
     Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
-    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Four
-    rules, for the four cases where that breaks:
+    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Five
+    rules, for the five cases where that breaks:
 
     1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
        of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
@@ -186,6 +186,11 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
        a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
        as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
        writes nothing, Inductor writes ``k[1]`` and raises).
+    5. At most one tensor among the region's inputs shares storage with ``o`` (not two arguments of
+       other sizes, ``f(x, x[0])``). torch.compile 2.9.1 miscompiles a graph that writes an input that another
+       input aliases: plain ``torch.compile`` of ``a.add_(1); return b * 2`` with ``b = a.t()[0]``
+       returns ``b * 2`` as if ``a`` had been written twice; a region of ``f(x, x[0])`` returned ``x``
+       flattened.
     """
     computed, name = write.args[0], fusion.sym.name
     producer = _producer_in(fusion, write)
@@ -216,6 +221,13 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
         return (
             f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
             "and Inductor may have written part of the region's writes by then"
+        )
+    sharing = {aliases.tensor_key(a): a.name for a in inputs if aliases.same_storage(a, out)}
+    if len(sharing) > 1:
+        first, second, *_ = sharing.values()
+        return (
+            f"`{first}` and `{second}`, inputs of `{name}`, share storage with `{out.name}`, "
+            "and torch.compile miscompiles a write of an input that another input aliases"
         )
     return None
 
