@@ -325,9 +325,9 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
     A producer leaves with its write where the PyTorch executor has it, so that the checker may still fuse
     the two into one in-place op (``k.index_copy_``, with eager's checks before it writes).
 
-    An op that ``_may_run_before`` the taken-out ops since the last run joins that run instead of starting
-    one: each region call costs Dynamo's guard checks, and litgpt's ``self.v[:bs]`` between the K and V
-    writes would otherwise be a region of its own, per layer and step.
+    An op (a write too) that ``_may_run_before`` the taken-out ops since the last run joins that run instead
+    of starting one: each region call costs Dynamo's guard checks, and litgpt's ``self.v[:bs]`` between the
+    K and V writes would otherwise be a region of its own, per layer and step.
     """
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
     taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
