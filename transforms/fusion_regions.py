@@ -362,6 +362,8 @@ def _may_run_before(op: BoundSymbol, passed: list[BoundSymbol]) -> bool:
     write's result, so ``op`` reads nothing they change; where ``op`` is a write, the region's rules keep
     them from reading its storage (rule 3: only its own elementwise steps read its old value there) and
     from failing (rule 4)."""
+    if not passed:
+        return True
     results = {o.name for b in passed for o in b.flat_proxy_outs}
     return not (may_fail_at_runtime(op) or results.intersection(p.name for p in op.flat_proxy_args))
 
