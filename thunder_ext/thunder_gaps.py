@@ -30,6 +30,7 @@ import thunder
 import thunder.core.update_aliases as update_aliases
 import thunder.torch as ltorch
 import torch
+from thunder.core import prims
 from thunder.core.compile_data import get_compile_data
 from thunder.core.jit_ext import (
     _general_jit_lookaside_map,
@@ -37,7 +38,6 @@ from thunder.core.jit_ext import (
     interpreter_needs_wrap,
     record_source_loc_in_symbol_header,
 )
-from thunder.core import prims
 from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy, VariableInterface, unvariableify, variableify
 from thunder.core.pytree import tree_flatten

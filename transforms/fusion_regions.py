@@ -336,7 +336,7 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
         if producer is not None and isinstance(producer.output, TensorProxy) and not is_copy_to_out(producer):
             taken[id(producer)] = _on_torch_executor(producer)
     pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)
-    last_run = -1  # where in pieces
+    last_run = -1  # index in pieces of the latest run
     for op in ops:
         if id(op) in taken:
             pieces.append((False, taken[id(op)]))
