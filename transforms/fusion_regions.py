@@ -137,9 +137,11 @@ def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Alia
 def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
     """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise (prims, or ops of prims) at ``out``'s shape, and whose
     results nothing else needs: no op of the region outside the cone, and not the region's outputs. Other
-    readers of ``computed`` itself do not count: they read the new value, which is what the write leaves
-    in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then ``param.addcdiv_(exp_avg, ...)``)."""
+    readers of ``computed`` itself do not count where ``_returned_only_as_writes``: they read the new
+    value, which is what the write leaves in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then
+    ``param.addcdiv_(exp_avg, ...)``)."""
     computed, out = write.args[0], write.kwargs["out"]
+    new_value_readers_count = not _returned_only_as_writes(fusion, computed)
     outputs = {o.name for o in fusion.flat_proxy_outs}
     users: dict[str, list[BoundSymbol]] = {}
     for op in fusion.subsymbols:
@@ -150,7 +152,9 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
     # Backwards, so that every user of an op is decided before the op.
     for op in reversed(fusion.subsymbols[:position]):
         results = [o.name for o in op.flat_proxy_outs]
-        its_users = [u for r in results for u in users.get(r, ()) if r != computed.name or u is write]
+        its_users = [
+            u for r in results for u in users.get(r, ()) if r != computed.name or u is write or new_value_readers_count
+        ]
         if (
             _elementwise(op)
             and isinstance(op.output, TensorProxy)
@@ -161,6 +165,19 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
         ):
             cone.append(op)
     return cone
+
+
+def _returned_only_as_writes(fusion: BoundSymbol, computed: TensorProxy) -> bool:
+    """Whether every output of ``fusion`` computed from ``computed`` is a write's result. Inductor may return
+    another as ``computed``'s own buffer, which is then ``out``'s too: it drops a clone (and other no-ops)
+    of a value, and a write into an intermediate takes the written value's buffer (found by the fuzzer,
+    ``tests/fuzz_regressions/found_8a613752dd9d.py``: a clone of ``r1``'s new value changed with it)."""
+    derived = {computed.name}
+    for op in fusion.subsymbols:
+        if derived.intersection(p.name for p in op.flat_proxy_args):
+            derived.update(o.name for o in op.flat_proxy_outs)
+    writes = {w.output.name for w in fusion.subsymbols if is_copy_to_out(w)}
+    return all(o.name in writes for o in fusion.flat_proxy_outs if o.name in derived)
 
 
 def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:

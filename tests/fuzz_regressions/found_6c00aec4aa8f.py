@@ -1,6 +1,6 @@
 # Found by the fuzzer under the torch.compile executor (a long run): in one region, `r3 = a1.sum()` and
 # `r1 = a1.clone()` before `a1.masked_fill_` saw the fill (torch 2.9.1 Inductor; plain torch.compile and
-# stock thunder with its torch.compile executor do the same). torch.compile rule 4: a region keeps a write
+# stock thunder with its torch.compile executor do the same). torch.compile rule 3: a region keeps a write
 # only where nothing but its own elementwise steps reads the old value in the region.
 import torch
 
