@@ -216,6 +216,22 @@ def test_rule_5_a_write_of_an_input_that_another_input_aliases_leaves_the_region
     assert "in a torch.compile region" not in [how for how, _ in decisions(jfn)]
 
 
+def test_rule_6_a_region_that_returns_a_clone_of_the_written_value_sends_the_write_out():
+    # found by the fuzzer (tests/fuzz_regressions/found_aaea656a5649.py): Inductor returned r4 as r1's own
+    # buffer, so the fill of r1 after the region reached r4
+    def f(a1, a2):
+        r1 = a1.clone()
+        r1.add_(a2)
+        r1[0:1]  # a view of the new value keeps the add's write (else the fill's write replaces it)
+        r4 = r1.clone()
+        r1.fill_(-2.0)
+        return r1, r4
+
+    jfn = assert_matches_eager(f, torch.randn(2), torch.randn(()))
+    by_line = {d.source.split(": ")[-1]: d for d in thunder_ext.inplace_decisions(jfn)}
+    assert "which Inductor may return as the written buffer itself" in by_line["r1.add_(a2)"].reason
+
+
 def test_a_write_into_a_view_of_an_intermediate_then_into_an_input_matches_eager():
     # a wrong value before regions were rebuilt: a later region recomputed t * 2, losing the write into t[0]
     def f(x, y):

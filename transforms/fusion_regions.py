@@ -18,7 +18,8 @@ executor       in order  a write stays in the region when
 nvFuser        no        ``nvfuser_write_blocker``: four rules for an output aliasing a region input
 torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, writes its
                          storage once, reads its old value only towards ``computed``, no op of it
-                         may fail at runtime, and no two of its inputs alias ``out``
+                         may fail at runtime, no two of its inputs alias ``out``, and it returns
+                         nothing computed from ``computed`` but views of the written value
 =============  ========  ============================================================================
 
 A region no rules own keeps no write: every write in it is given back.
@@ -137,11 +138,10 @@ def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Alia
 def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
     """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise (prims, or ops of prims) at ``out``'s shape, and whose
     results nothing else needs: no op of the region outside the cone, and not the region's outputs. Other
-    readers of ``computed`` itself do not count where ``_returned_only_as_writes``: they read the new
-    value, which is what the write leaves in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then
-    ``param.addcdiv_(exp_avg, ...)``)."""
+    readers of ``computed`` itself do not count: they read the new value, which is what the write leaves
+    in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then ``param.addcdiv_(exp_avg, ...)``; what they
+    may return is torch.compile's rule 6)."""
     computed, out = write.args[0], write.kwargs["out"]
-    new_value_readers_count = not _returned_only_as_writes(fusion, computed)
     outputs = {o.name for o in fusion.flat_proxy_outs}
     users: dict[str, list[BoundSymbol]] = {}
     for op in fusion.subsymbols:
@@ -152,9 +152,7 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
     # Backwards, so that every user of an op is decided before the op.
     for op in reversed(fusion.subsymbols[:position]):
         results = [o.name for o in op.flat_proxy_outs]
-        its_users = [
-            u for r in results for u in users.get(r, ()) if r != computed.name or u is write or new_value_readers_count
-        ]
+        its_users = [u for r in results for u in users.get(r, ()) if r != computed.name or u is write]
         if (
             _elementwise(op)
             and isinstance(op.output, TensorProxy)
@@ -167,25 +165,31 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
     return cone
 
 
-def _returned_only_as_writes(fusion: BoundSymbol, computed: TensorProxy) -> bool:
-    """Whether every output of ``fusion`` computed from ``computed`` is a write's result. Inductor may return
-    another as ``computed``'s own buffer, which is then ``out``'s too: it drops a clone (and other no-ops)
-    of a value, and a write into an intermediate takes the written value's buffer (found by the fuzzer,
-    ``tests/fuzz_regressions/found_8a613752dd9d.py``: a clone of ``r1``'s new value changed with it)."""
-    derived = {computed.name}
+def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
+    """An output of ``fusion`` computed from ``write``'s ``computed`` in a tensor of its own (a clone, a sum,
+    anything but a view or a rename of the written value, or the result of another write into a region
+    input, which is the caller's buffer); None if there is none."""
+    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    same = {write.args[0].name, write.output.name}  # the written value, its views and renames
+    apart: set[str] = set()
     for op in fusion.subsymbols:
-        if derived.intersection(p.name for p in op.flat_proxy_args):
-            derived.update(o.name for o in op.flat_proxy_outs)
-    writes = {w.output.name for w in fusion.subsymbols if is_copy_to_out(w)}
-    return all(o.name in writes for o in fusion.flat_proxy_outs if o.name in derived)
+        read = {p.name for p in op.flat_proxy_args}
+        if op is write or not read & (same | apart):
+            continue
+        outs = {o.name for o in op.flat_proxy_outs}
+        if (is_view_op(op) or is_update_aliases(op)) and not read & apart:
+            same |= outs
+        elif not (is_copy_to_out(op) and any(aliases.same_tensor(op.kwargs["out"], a) for a in inputs)):
+            apart |= outs
+    return next((o.name for o in fusion.flat_proxy_outs if o.name in apart), None)
 
 
 def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
     """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
 
     Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
-    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Five
-    rules, for the five cases where that breaks:
+    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Six
+    rules, for the six cases where that breaks:
 
     1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
        of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
@@ -208,6 +212,10 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
        input aliases: plain ``torch.compile`` of ``a.add_(1); return b * 2`` with ``b = a.t()[0]``
        returns ``b * 2`` as if ``a`` had been written twice; a region of ``f(x, x[0])`` returned ``x``
        flattened.
+    6. No output of the region is computed from ``c`` in a tensor of its own (``_output_apart_from``).
+       Inductor drops a clone (and other no-ops) of a value and returns the value's own buffer, which the
+       write makes ``o``'s: a later write of either output reached the other (found by the fuzzer,
+       ``tests/fuzz_regressions/found_8a613752dd9d.py``, ``found_aaea656a5649.py``).
     """
     computed, name = write.args[0], fusion.sym.name
     producer = _producer_in(fusion, write)
@@ -245,6 +253,11 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
         return (
             f"`{first}` and `{second}`, inputs of `{name}`, share storage with `{out.name}`, "
             "and torch.compile miscompiles a write of an input that another input aliases"
+        )
+    if apart := _output_apart_from(fusion, write, aliases):
+        return (
+            f"`{name}` returns `{apart}`, computed from `{computed.name}`, "
+            "which Inductor may return as the written buffer itself"
         )
     return None
 

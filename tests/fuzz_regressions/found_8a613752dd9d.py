@@ -1,7 +1,7 @@
 # Found by the fuzzer under the torch.compile executor (a long run): `r1.add_(a2)` stayed in its region, whose
 # `r3 = r1.clone()` (of the new value) Inductor returned as the written value's own buffer, so the fill of
-# `r3` after the region changed `r1` too (torch 2.9.1). Other readers of a write's value count towards
-# torch.compile rule 3 unless every region output computed from it is a write's result.
+# `r3` after the region changed `r1` too (torch 2.9.1). torch.compile rule 6: a region returns nothing
+# computed from a write's value but views of it.
 import torch
 
 
