@@ -234,6 +234,9 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
         return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
     if blocker := next((b for b in bsyms[i + 1 : j] if b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)), None):
         return decision("copy", f"`{blocker.sym.name}` uses `{out.name}` between the producer and the write"), bsyms
+    if writer := next((b for b in bsyms[j + 1 :] if any(aliases.same_storage(w, computed) for w in written_tensors(b))), None):
+        # computed into `out`, `computed` would be `out`: its later write would reach `out` too
+        return decision("copy", f"`{writer.sym.name}` writes `{computed.name}` later"), bsyms
     if reader := _read_after_overwrite(bsyms, j, computed, out, aliases):
         return decision("copy", f"`{reader.sym.name}` reads `{computed.name}` after a later write to `{out.name}`"), bsyms
     follows = {a.name for a in write.kwargs.get("after", ())}
