@@ -313,13 +313,16 @@ def check_documented_refusal(error: Exception, fn, args: list, jit_args: list) -
         assert_close(a, before, msg=lambda m: f"argument {i} was written by a failed call: {m}")
 
 
-def check_against_eager(program: Program, scheduler: type[Transform] | None = None) -> None:
+def check_against_eager(
+    program: Program, scheduler: type[Transform] | None = None, *, fusion: type[Transform] | None = None
+) -> None:
     """Outputs and every argument after the call match eager. Where arguments alias, the call may
     instead fail with one of the refusals docs/bad_input.md lists (``REFUSALS``), with every input
     untouched: thunder 0.2.6 cannot trace some aliasing (refused by the extension, or failing while
     tracing; docs/design.md#limits), and which depends on thunder's dead-code elimination, more than
     the program text says. ``scheduler`` (a ``Transform``, default ``program.scheduler``) reorders the
-    final trace, as any pass that respects dataflow may, before the checker sees it."""
+    final trace, as any pass that respects dataflow may, before the checker sees it; ``fusion`` (the
+    stand-in nvFuser's pass, ``fake_nvfuser.FakeFusionPass``) then builds its regions."""
     fn, make_args = program.load()
     args = make_args()
     eager_args, jit_args = clone_args(args), clone_args(args)
@@ -328,7 +331,8 @@ def check_against_eager(program: Program, scheduler: type[Transform] | None = No
     except RuntimeError:
         assume(False)  # eager refuses it too (e.g. partial overlap of a source and its target)
     try:
-        actual = thunder_ext.jit(fn, transforms=[(scheduler or program.scheduler)()])(*jit_args)
+        transforms = [(scheduler or program.scheduler)(), *([fusion()] if fusion else [])]
+        actual = thunder_ext.jit(fn, transforms=transforms)(*jit_args)
     except Exception as error:
         if not aliased(args):
             raise

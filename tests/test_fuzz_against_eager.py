@@ -7,9 +7,13 @@ reproduces. Setting the variable gives a long, randomized run::
 
 (about 20 minutes on a 2-core CPU; docs/design.md records the last such run).
 
-A failing program is printed as Python and saved to ``tests/fuzz_regressions/``: at once as found,
-then replaced by its shrunk form when shrinking ends. Every file there is replayed by
-``test_regression`` on each run, so commit it with the fix.
+The same programs run again with the stand-in nvFuser of ``fake_nvfuser.py`` building regions (under
+thunder's defaults only): which writes the extension keeps in nvFuser regions, how it gives the others
+back, and the order all of it then runs in, on a CPU.
+
+A failing program is printed as Python and saved to ``tests/fuzz_regressions/`` (``fake_nvfuser/``
+there for the second test): at once as found, then replaced by its shrunk form when shrinking ends.
+Every file there is replayed by ``test_regression`` on each run, so commit it with the fix.
 """
 
 import os
@@ -21,49 +25,73 @@ from hypothesis.control import current_build_context
 from hypothesis.errors import UnsatisfiedAssumption
 
 import thunder_ext
+from fake_nvfuser import FakeFusionPass
 from program_fuzzer import SCHEDULERS, Program, check_against_eager, programs
 
 LONG_RUN = "THUNDER_EXT_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("THUNDER_EXT_FUZZ_EXAMPLES", "300"))
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
-_UNSHRUNK: list[Path] = []  # the first failing program of this run, saved as soon as it failed
+FAKE_NVFUSER_REGRESSIONS = REGRESSIONS / "fake_nvfuser"
+_UNSHRUNK: dict[Path, Path] = {}  # per folder, the first failing program of this run, saved as soon as it failed
 
 
-@settings(
+FUZZ = settings(
     max_examples=EXAMPLES,
     derandomize=not LONG_RUN,
     deadline=None,  # a compilation takes a good part of a second
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+@FUZZ
 @given(programs())
 def test_random_inplace_programs_match_eager(program: Program):
+    _check_keeping_failures(program, REGRESSIONS)
+
+
+@pytest.mark.executor_sets("defaults")  # the stand-in is a fusion executor of its own
+@FUZZ
+@given(programs())
+def test_random_inplace_programs_match_eager_around_fake_nvfuser_regions(program: Program):
+    _check_keeping_failures(program, FAKE_NVFUSER_REGRESSIONS, fusion=FakeFusionPass)
+
+
+def _check_keeping_failures(program: Program, folder: Path, **kwargs) -> None:
     try:
-        check_against_eager(program)
+        check_against_eager(program, **kwargs)
     except UnsatisfiedAssumption:
         raise
     except Exception:
         if current_build_context().is_final:  # the shrunk example replaces the first one
-            for path in _UNSHRUNK:
-                path.unlink(missing_ok=True)
-            _save(program)
-        elif not _UNSHRUNK:
+            if unshrunk := _UNSHRUNK.pop(folder, None):
+                unshrunk.unlink(missing_ok=True)
+            _save(program, folder)
+        elif folder not in _UNSHRUNK:
             # Shrinking compiles every candidate and may take many minutes: a run stopped while
             # shrinking still leaves the program it found.
-            _UNSHRUNK.append(_save(program))
+            _UNSHRUNK[folder] = _save(program, folder)
         raise
 
 
-def _save(program: Program) -> Path:
-    REGRESSIONS.mkdir(exist_ok=True)
-    path = REGRESSIONS / f"found_{program.name}.py"
+def _save(program: Program, folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    path = folder / f"found_{program.name}.py"
     path.write_text(program.source)
     return path
 
 
+def _regressions() -> list:
+    """Every saved program; those found around the stand-in nvFuser's regions replay around them."""
+    return [pytest.param(p, None, id=p.stem) for p in sorted(REGRESSIONS.glob("*.py"))] + [
+        pytest.param(p, FakeFusionPass, id=f"fake_nvfuser-{p.stem}", marks=pytest.mark.executor_sets("defaults"))
+        for p in sorted(FAKE_NVFUSER_REGRESSIONS.glob("*.py"))
+    ]
+
+
 @pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
-@pytest.mark.parametrize("path", sorted(REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
-def test_regression(path: Path, scheduler):
-    check_against_eager(Program(path.read_text()), scheduler)
+@pytest.mark.parametrize(("path", "fusion"), _regressions())
+def test_regression(path: Path, fusion, scheduler):
+    check_against_eager(Program(path.read_text()), scheduler, fusion=fusion)
 
 
 ALIASED = Program("""

@@ -59,7 +59,11 @@ def tensor_args(bsym: BoundSymbol) -> list[TensorProxy]:
 
 
 def data_args(bsym: BoundSymbol) -> list[TensorProxy]:
-    """The tensors ``bsym`` reads: a write's ``after`` only orders it, it reads nothing of them."""
+    """The tensors ``bsym`` reads: a write's ``after`` only orders it, it reads nothing of them, and a
+    region reads what its ops read (an input it takes only for a write's ``after`` may be overwritten)."""
+    if bsym.sym.is_fusion:
+        read = {a.name for s in bsym.subsymbols for a in data_args(s)}
+        return [t for t in tensor_args(bsym) if t.name in read]
     ordering_only = {p.name for p in bsym.kwargs.get("after", ())} if is_copy_to_out(bsym) else set()
     return [t for t in tensor_args(bsym) if t.name not in ordering_only]
 
