@@ -284,6 +284,22 @@ def test_writes_through_a_view_and_into_the_base():
     assert len(thunder_ext.inplace_decisions(jfn)) == 2
 
 
+def test_a_view_of_a_written_value_that_leaves_the_region_stays_a_view_of_out():
+    # The write leaves its region (the region also takes the view), and the region is split at it
+    # instead of rebuilt without it: rebuilt, the region would return `v` as a view of the computed
+    # value, which is no view of `x` where the write is a copy, and `v.mul_` would miss `x`.
+    def f(x, y):
+        x.add_(y)
+        v = x[:, 0:]
+        total = x.sum()
+        v.mul_(2)
+        return total
+
+    jfn = assert_matches_eager(f, torch.randn(2, 3), torch.randn(2, 3), jit=fake_nvfuser_jit)
+    first = thunder_ext.inplace_decisions(jfn)[0]
+    assert first.how == "in place at the write" and "not in nvFuser: `shallow_copy` uses" in first.reason, first
+
+
 # ---------------------------------------------------------------------------------------------------
 # Traces of regions built by hand: what no jitted function here makes the fake nvFuser build
 

@@ -439,11 +439,26 @@ def rebuild_without(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[Bou
 
 def give_back(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int) -> list[BoundSymbol]:
     """What runs in place of ``fusion`` once the writes ``refused`` leave it, by how its executor runs it
-    (a region it adds is numbered ``fresh_number``)."""
+    (a region it adds is numbered ``fresh_number``).
+
+    A region that returns a view of a written value is split like one that runs in order: rebuilt
+    without the write, it would return a view of ``computed``, which is a buffer of its own where the
+    write stays a copy, so a later write through the view would miss ``out`` (found by the fuzzer around
+    the stand-in nvFuser's regions, ``tests/fuzz_regressions/fake_nvfuser/``).
+    """
     rules = rules_for(fusion)
-    if rules is not None and rules.in_order:
+    if (rules is not None and rules.in_order) or _returns_a_view_of_a_write(fusion, refused):
         return take_out(fusion, refused, fresh_number)
     return rebuild_without(fusion, refused)
+
+
+def _returns_a_view_of_a_write(fusion: BoundSymbol, writes: list[BoundSymbol]) -> bool:
+    written = {w.output.name for w in writes}
+    views = set(written)
+    for op in fusion.subsymbols:
+        if (is_view_op(op) or is_update_aliases(op)) and views.intersection(p.name for p in op.flat_proxy_args):
+            views.update(o.name for o in op.flat_proxy_outs)
+    return any(o.name in views - written for o in fusion.flat_proxy_outs)
 
 
 def no_recomputation_across_writes(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
