@@ -9,7 +9,7 @@ on how the executor runs the region, so each executor states it as a ``RegionRul
   producer: the same ops in the same order, those two on the PyTorch executor, the runs between them
   regions of their own. Otherwise (nvFuser schedules a region's ops as it likes) the region is rebuilt
   without the write, which runs after it, and the executor's rules must prove that no op of the region
-  sees the write early.
+  sees the write early; a region that returns a view of the written value is split as above instead.
 - ``blocker``: why the region cannot run a given write itself, or None.
 
 =============  ========  ============================================================================
