@@ -11,9 +11,9 @@ for the order that will run. For each write ``w = copy_to_out_(c, out=o)`` it ch
    ``p``'s base argument is ``o`` itself or shares no storage with ``o``, and no other argument
    shares storage with ``o``. Then either
    - ``c`` is consumed by nothing but the write: ``p`` moves down to the write, or
-   - nothing between ``p`` and the write reads or writes ``o``'s storage, or is among the ops the
-     write must follow (its ``after``): the write moves up to ``p`` and readers of ``c`` there read
-     ``o``, which already holds ``c``.
+   - ``o`` exists before ``p`` runs, and nothing between ``p`` and the write reads or writes ``o``'s
+     storage, or is among the ops the write must follow (its ``after``): the write moves up to ``p``
+     and readers of ``c`` there read ``o``, which already holds ``c``.
 
 A write that a fusion region runs inside it is checked by the rules of the region's executor
 (``fusion_regions.RegionRules``): the ordering check (1) with the region as one op, or op by op where
@@ -232,6 +232,9 @@ def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[Inplace
         fused = _fused(producer, out, result, write)
         rest = bsyms[:i] + bsyms[i + 1 : j] + [fused] + bsyms[j + 1 :]
         return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
+    if maker := next((b for b in bsyms[i + 1 : j] if out.name in {o.name for o in b.flat_proxy_outs}), None):
+        # `r2 = x.clone(); r2.copy_(x)` of a pending x: `out` is made from `computed`, after its producer
+        return decision("copy", f"`{maker.sym.name}` makes `{out.name}` after the producer"), bsyms
     if blocker := next((b for b in bsyms[i + 1 : j] if b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)), None):
         return decision("copy", f"`{blocker.sym.name}` uses `{out.name}` between the producer and the write"), bsyms
     if writer := next((b for b in bsyms[j + 1 :] if any(aliases.same_storage(w, computed) for w in written_tensors(b))), None):
