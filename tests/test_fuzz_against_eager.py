@@ -5,7 +5,9 @@ reproduces. Setting the variable gives a long, randomized run::
 
     THUNDER_EXT_FUZZ_EXAMPLES=10000 .venv/bin/python -m pytest -p no:randomly tests/test_fuzz_against_eager.py -k random
 
-(about 20 minutes on a 2-core CPU; docs/design.md records the last such run).
+(on a 2-core CPU: about 20 minutes under thunder's defaults, plus about half an hour for the programs
+around the stand-in nvFuser's regions; about 70 minutes with ``--executor-set torch_compile`` and
+``OMP_NUM_THREADS=1``; docs/design.md records each run).
 
 The same programs run again with the stand-in nvFuser of ``fake_nvfuser.py`` building regions (under
 thunder's defaults only): which writes the extension keeps in nvFuser regions, how it gives the others
