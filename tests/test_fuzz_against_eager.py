@@ -19,6 +19,7 @@ Every file there is replayed by ``test_regression`` on each run, so commit it wi
 """
 
 import os
+import traceback
 from pathlib import Path
 
 import pytest
@@ -63,22 +64,24 @@ def _check_keeping_failures(program: Program, folder: Path, **kwargs) -> None:
         check_against_eager(program, **kwargs)
     except UnsatisfiedAssumption:
         raise
-    except Exception:
+    except Exception as error:
         if current_build_context().is_final:  # the shrunk example replaces the first one
             if unshrunk := _UNSHRUNK.pop(folder, None):
                 unshrunk.unlink(missing_ok=True)
-            _save(program, folder)
+            _save(program, folder, error)
         elif folder not in _UNSHRUNK:
             # Shrinking compiles every candidate and may take many minutes: a run stopped while
             # shrinking still leaves the program it found.
-            _UNSHRUNK[folder] = _save(program, folder)
+            _UNSHRUNK[folder] = _save(program, folder, error)
         raise
 
 
-def _save(program: Program, folder: Path) -> Path:
+def _save(program: Program, folder: Path, error: Exception) -> Path:
+    """Saves the program headed by the error it raised: Hypothesis names the error only when the run ends."""
     folder.mkdir(exist_ok=True)
     path = folder / f"found_{program.name}.py"
-    path.write_text(program.source)
+    message = "".join(traceback.format_exception_only(error)).strip().splitlines()[:8]
+    path.write_text("".join(f"# {line}\n" for line in message) + program.source)
     return path
 
 
