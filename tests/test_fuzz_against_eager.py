@@ -14,8 +14,9 @@ thunder's defaults only): which writes the extension keeps in nvFuser regions, h
 back, and the order all of it then runs in, on a CPU.
 
 A failing program is printed as Python and saved to ``tests/fuzz_regressions/`` (``fake_nvfuser/``
-there for the second test): at once as found, then replaced by its shrunk form when shrinking ends.
-Every file there is replayed by ``test_regression`` on each run, so commit it with the fix.
+there for the second test), headed by the error it raised: at once as found, then replaced by its shrunk
+form when shrinking ends. Every file there is replayed by ``test_regression`` on each run, so commit it
+with the fix (and a header saying what it found).
 """
 
 import os
