@@ -110,12 +110,14 @@ def _implemented_ops(executor: Executor) -> dict[Hashable, Hashable]:
 
 def is_view_op(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` may return a view of its first tensor argument. ``to`` returns its input only where
-    it changes neither dtype nor device; a conversion is a tensor of its own, read from the input when it
-    runs (found by the fuzzer: taken for a view, a conversion of ``x[0]`` read after a write of ``x`` was an
-    ordering error)."""
+    it changes neither dtype nor device and is not asked to copy; a conversion or a copy is a tensor of its
+    own, read from the input when it runs (found by the fuzzer twice: taken for a view, a conversion of
+    ``x[0]`` read after a write of ``x`` was an ordering error; so was thunder's ``prims.convert_element_type``,
+    a copy that the PyTorch executor runs as ``to(..., copy=True)``)."""
     op = thunder_op_id(bsym)
     if op == ltorch.to.id and (args := tensor_args(bsym)) and isinstance(bsym.output, TensorProxy):
-        return (args[0].dtype, args[0].device) == (bsym.output.dtype, bsym.output.device)
+        copies = any(b.kwargs.get("copy", False) for b in (bsym, *bsym.subsymbols[:1]))
+        return not copies and (args[0].dtype, args[0].device) == (bsym.output.dtype, bsym.output.device)
     return op in _VIEW_OP_IDS
 
 
