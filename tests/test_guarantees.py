@@ -224,6 +224,33 @@ def test_copy_from_an_intermediate_chains_into_one_write():
     assert len(writes_in(functionalized_trace(jfn))) == 1
 
 
+def test_a_returned_alias_of_a_written_intermediate_reads_the_write(executor_set):
+    # r is returned under the name it had before the write through its view. Named so, the write's result
+    # would have no reader, and thunder's rematerialization cannot handle the fusion region that runs it.
+    def f(x, y):
+        r = x * -2.0
+        r.unsqueeze(0).add_(y)
+        return r
+
+    jfn = assert_matches_eager(f, torch.randn(2, 2), torch.randn(()))
+    trace = functionalized_trace(jfn)
+    (write,) = writes_in(trace)
+    (returned,) = trace.bound_symbols[-1].args[0]["output"]
+    (renamed,) = [b for b in trace.bound_symbols if returned.name in {o.name for o in b.flat_proxy_outs}]
+    assert renamed.sym.name == "update_aliases" and write.output.name in {p.name for p in renamed.flat_proxy_args}
+
+
+@pytest.mark.parametrize("copy_source_still_read", [False, True])
+def test_a_write_nothing_observes_is_dropped(executor_set, copy_source_still_read):
+    def f(x, y):
+        r = x * 2
+        r.copy_(y) if copy_source_still_read else r.add_(y)
+        return y * 3
+
+    jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3))
+    assert writes_in(functionalized_trace(jfn)) == []
+
+
 def test_copy_to_out_meta_rejects_mismatches_naming_both_tensors():
     from thunder_ext.primitive import CopyToOutError
 

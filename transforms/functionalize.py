@@ -10,10 +10,11 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    ``x.add_(y); z = x * 3; x.mul_(2)`` computes ``t0 = x + y; z = t0 * 3; t1 = t0 * 2`` and writes
    ``x`` once, with ``t1``. The write is emitted only when the storage is observed some other way:
    an op reads an alias of the target (the base of a written view, another view of it), a write
-   to another alias of it begins, or the trace returns. ``x.copy_(y)`` computes ``y`` itself: when
-   the program still names ``y``'s storage later, the write lands at once, since deferring it would
+   to another alias of it begins, or the trace returns it. ``x.copy_(y)`` computes ``y`` itself: when
+   the program still names both storages later, the write lands at once, since deferring it would
    let a later write to ``y`` change what readers of ``x`` see. Names resolve by the tensor they
-   denote, so writing ``x`` again never renames ``y``.
+   denote, so writing ``x`` again never renames ``y``. A write to storage that nothing observes
+   afterwards (an intermediate the trace neither reads nor returns) is dead and dropped.
 2. *Readers of the old value run before the write.* ``after`` holds the result of every op that
    read the target's storage since its last write, except those ``computed`` already depends on.
    It is a dataflow edge: no pass that respects dataflow can move the write above such a reader.
@@ -23,7 +24,9 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
 4. *Readers of the new value run after the write.* They read ``computed`` (which the write
    consumes) or, once the write is emitted, its result; reads through other aliases go through
    an ``update_aliases`` that consumes the write's result: thunder's, or, for an alias thunder
-   does not rename (named before the write, read after it), one this pass adds (``refresh``).
+   does not rename (named before the write, read or returned after it), one this pass adds
+   (``refresh``). So every write's result is read, which thunder's rematerialization needs of the
+   fusion region that runs it.
 
 Traces that need autograd are returned unchanged: ``copy_to_out_`` has no backward rule.
 """
@@ -188,8 +191,8 @@ class _Functionalizer:
             self.refresh(target)
             self.pending[key] = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail), bsym)
         self.value[tensor] = computed
-        if self.last_reference.get(self.storage(source), -1) > index:
-            # ``x.copy_(y)`` with ``y`` still reachable: deferring would let a later write to ``y`` reach
+        if self.last_reference.get(self.storage(source), -1) > index and self.last_reference.get(key, -1) > index:
+            # ``x.copy_(y)`` with both still reachable: deferring would let a later write to ``y`` reach
             # the readers of ``x``. The write lands now, and a later write to ``y`` waits for it.
             result = self.flush(key)
             self.readers.setdefault(self.storage(source), []).append(result)
@@ -227,12 +230,26 @@ class _Functionalizer:
         for o in tensor_outs(bsym):
             self.value[self.aliases.tensor_key(o)] = o
 
+    def hand_over(self, ret: BoundSymbol) -> None:
+        """The trace returns, and its caller observes every storage ``ret`` names (the arguments among them):
+        their pending writes land, and ``ret`` names each tensor by its value after them (rule 4), so
+        every write's result has a reader. Thunder's rematerialization needs that: it cannot handle a
+        fusion region with no output. A pending write to storage ``ret`` does not name is dead (an
+        intermediate nothing observes any more) and is dropped."""
+        returned = {self.storage(t) for t in tensor_args(ret)}
+        for key in list(self.pending):
+            if key in returned:
+                self.flush(key)
+            else:
+                del self.pending[key]
+        for t in tensor_args(ret):
+            self.refresh(t)
+        self.emit(ret)
+
     def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
         for index, bsym in enumerate(bsyms):
             if bsym.sym.id == PrimIDs.RETURN:
-                for key in list(self.pending):
-                    self.observe(key)
-                self.emit(bsym)
+                self.hand_over(bsym)
             elif is_update_aliases(bsym):
                 self.update_aliases(bsym)
             elif (write := thunder_inplace_write(bsym)) is not None:
