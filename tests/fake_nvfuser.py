@@ -1,7 +1,7 @@
 """A stand-in for nvFuser on a CPU: a thunder ``FusionExecutor`` whose ``fuse`` runs a region's prims one
 after another with the PyTorch executor (``copy_to_out_`` as ``out.copy_``), and a fusion pass that builds
-its regions the way nvFuser's does (a fusion bound symbol over flattened prims, then thunder's
-rematerialization).
+its regions the way nvFuser's does (thunder's grouping of the trace's ops, a fusion bound symbol over
+flattened prims, then thunder's rematerialization).
 
 ``nvfuser_write_blocker``, the fallback that rebuilds a region and the repair of rematerialization run on
 it exactly as on nvFuser's regions. Because it runs a region's ops in their order, it cannot show what
@@ -18,6 +18,7 @@ from thunder.core.proxies import unvariableify, variableify
 from thunder.core.rematerialization import rematerialize
 from thunder.core.trace import TraceCtx, from_trace, tracectx
 from thunder.core.transforms import Transform
+from thunder.executors.data_dependent_partition import Node, fuse_bound_symbols
 from thunder.executors.passes import transform_for_execution, update_fusion_call_ctx
 from thunder.executors.torchex import ex as torch_ex
 from thunder.extend import FusionExecutor
@@ -84,43 +85,31 @@ def fusible_prims(bsym):
     return parts if parts and all(p.sym.id in FUSIBLE for p in parts) else None
 
 
-def others_first(bsyms):
-    """A topological order that runs the ops the fake nvFuser cannot fuse as early as dataflow allows, so
-    that fusible ops cluster as nvFuser's dataflow-based grouping would cluster them."""
-    *body, ret = bsyms
-    pending = {o.name for b in body for o in b.flat_proxy_outs}
-    order = []
-    while body:
-        ready = [b for b in body if not pending.intersection(p.name for p in b.flat_proxy_args)]
-        pick = next((b for b in ready if fusible_prims(b) is None), ready[0])
-        body.remove(pick)
-        order.append(pick)
-        pending.difference_update(o.name for o in pick.flat_proxy_outs)
-    return [*order, ret]
-
-
 class FakeFusionPass(Transform):
-    """Each maximal run of consecutive fusible ops becomes one region of the fake nvFuser, then thunder's
-    rematerialization runs, as in nvFuser's fusion pass."""
+    """Groups the ops as nvFuser's fusion pass does, with thunder's ``fuse_bound_symbols`` (consecutive fusible
+    ops, unless the ``fusion_type`` option asks for dataflow); each group of fusible ops becomes one region of
+    the fake nvFuser over their prims; then thunder's rematerialization runs, as in nvFuser's pass."""
 
     def transform_trace_post_optimization(self, trace, **kwargs):
-        groups: list[tuple[bool, list]] = []  # (fused, bound symbols)
-        for b in others_first([b for b in trace.bound_symbols if b.sym.name != "python_del"]):
-            parts = fusible_prims(b)
-            if parts and groups and groups[-1][0]:
-                groups[-1][1].extend(parts)
-            else:
-                groups.append((parts is not None, parts or [b]))
+        undeleted = from_trace(trace)
+        undeleted.bound_symbols = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
+
+        def fusible(node: Node) -> bool:
+            return len(node.group_bsyms) > 1 or fusible_prims(node.group_bsyms[0]) is not None
+
+        groups = fuse_bound_symbols(undeleted, lambda a, b: fusible(a) and fusible(b))
         bsyms = []
-        for i, (fused, group) in enumerate(groups):
-            if not fused:
+        for i, group in enumerate(groups):
+            parts = [fusible_prims(b) for b in group]
+            if None in parts:
                 bsyms += group
                 continue
-            produced = {o.name for b in group for o in b.flat_proxy_outs}
-            inputs = {p.name: p for b in group for p in b.flat_proxy_args if p.name not in produced}
-            later = {p.name for _, g in groups[i + 1 :] for b in g for p in b.flat_proxy_args}
-            outputs = [o for b in group for o in b.flat_proxy_outs if o.name in later]
-            bsyms.append(fake_nvfuser.fuse(fusion_region(inputs.values(), outputs, group), i))
+            prims_ = [p for part in parts for p in part]
+            produced = {o.name for b in prims_ for o in b.flat_proxy_outs}
+            inputs = {p.name: p for b in prims_ for p in b.flat_proxy_args if p.name not in produced}
+            later = {p.name for g in groups[i + 1 :] for b in g for p in b.flat_proxy_args}
+            outputs = [o for b in prims_ for o in b.flat_proxy_outs if o.name in later]
+            bsyms.append(fake_nvfuser.fuse(fusion_region(inputs.values(), outputs, prims_), i))
         new = from_trace(trace)
         new.bound_symbols = bsyms
         return update_fusion_call_ctx(rematerialize(new))
