@@ -104,12 +104,12 @@ class FakeFusionPass(Transform):
             if None in parts:
                 bsyms += group
                 continue
-            prims_ = [p for part in parts for p in part]
-            produced = {o.name for b in prims_ for o in b.flat_proxy_outs}
-            inputs = {p.name: p for b in prims_ for p in b.flat_proxy_args if p.name not in produced}
+            region_prims = [p for part in parts for p in part]
+            produced = {o.name for b in region_prims for o in b.flat_proxy_outs}
+            inputs = {p.name: p for b in region_prims for p in b.flat_proxy_args if p.name not in produced}
             later = {p.name for g in groups[i + 1 :] for b in g for p in b.flat_proxy_args}
-            outputs = [o for b in prims_ for o in b.flat_proxy_outs if o.name in later]
-            bsyms.append(fake_nvfuser.fuse(fusion_region(inputs.values(), outputs, prims_), i))
+            outputs = [o for b in region_prims for o in b.flat_proxy_outs if o.name in later]
+            bsyms.append(fake_nvfuser.fuse(fusion_region(inputs.values(), outputs, region_prims), i))
         new = from_trace(trace)
         new.bound_symbols = bsyms
         return update_fusion_call_ctx(rematerialize(new))

@@ -244,7 +244,10 @@ def test_a_returned_alias_of_a_written_intermediate_reads_the_write(executor_set
 def test_a_write_nothing_observes_is_dropped(executor_set, copy_source_still_read):
     def f(x, y):
         r = x * 2
-        r.copy_(y) if copy_source_still_read else r.add_(y)
+        if copy_source_still_read:
+            r.copy_(y)  # lands at once if both storages are named later: only y's is
+        else:
+            r.add_(y)
         return y * 3
 
     jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3))
