@@ -116,8 +116,8 @@ def is_view_op(bsym: BoundSymbol) -> bool:
     a copy that the PyTorch executor runs as ``to(..., copy=True)``)."""
     op = thunder_op_id(bsym)
     if op == ltorch.to.id and (args := tensor_args(bsym)) and isinstance(bsym.output, TensorProxy):
-        copies = any(b.kwargs.get("copy", False) for b in (bsym, *bsym.subsymbols[:1]))
-        return not copies and (args[0].dtype, args[0].device) == (bsym.output.dtype, bsym.output.device)
+        same = (args[0].dtype, args[0].device) == (bsym.output.dtype, bsym.output.device)
+        return same and not bsym.kwargs.get("copy", False)
     return op in _VIEW_OP_IDS
 
 
