@@ -181,3 +181,15 @@ def test_the_next_write_target_is_not_used_when_the_write_also_reads_the_target(
         v.add_(v * 2)  # add(v, y, out=v) reads v's old value next to y
 
     assert "mul" not in reused_without_renames(f, torch.randn(4))
+
+
+def ema_update(buf, x):
+    buf.mul_(0.9).add_(x * 0.1)  # both operands of the write's add feed only the write
+    return buf * 1
+
+
+def test_the_next_write_target_holds_one_operand_of_the_write_only():
+    # found by BatchNorm's running statistics: both operands were computed into `buf`, the second over the first
+    jfn = assert_matches_eager(ema_update, torch.randn(4), torch.randn(4))
+    into = [b for b in thunder.last_traces(jfn)[-1].bound_symbols if b.sym in INTO_OPS.values()]
+    assert len(into) == 1, into

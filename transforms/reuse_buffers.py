@@ -12,7 +12,8 @@ Rule 2, the target of the next write: ``y = op(...)``, elementwise as above, run
 when its only consumer is an elementwise op that writes ``o`` in place (``op2(y, ..., out=o)``, from
 the checker), ``y`` has ``o``'s shape, dtype and device, ``op`` reads ``o``'s storage only as ``o``
 itself, ``op2`` reads it only through ``y`` (not as an operand: ``add(o, y, out=o)`` needs ``o``'s old
-value), and nothing between the two touches it. So
+value), and nothing between the two touches it (a value an earlier reuse computed into ``o`` counts: of two
+operands of ``op2``, only one may go into ``o``). So
 ``exp_avg_sq.mul_(b2).addcmul_(g, g)`` runs both steps in ``exp_avg_sq``, as eager does.
 
 An elementwise kernel reads element i before it writes element i, so an output that is exactly one of
@@ -111,6 +112,7 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
             into = INTO_OPS[bsym.sym.name].bind(*bsym.args, **bsym.kwargs, out=a, output=bsym.output)
             into.subsymbols, into.header = [bsym], bsym.header
             bsyms[k], reused = into, True
+            aliases.add(into)  # y now lives in a's storage: the next op that would reuse a must see it
     if not reused:
         return trace
     new_trace = from_trace(trace)
