@@ -10,14 +10,18 @@ refuses) the in-place execution before any executor sees it.
 value of ``out``. They make "readers of the old value run before the write" a
 dataflow fact, which every later pass that reorders (fusion, rematerialization)
 must respect.
+
+Its gradient is ``copy_``'s: the cotangent of the written value flows to ``computed``; the old value of
+``out`` is overwritten, so it gets none, and ``after`` orders only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from thunder.core.prims import OpTags, make_prim
+from thunder.core.prims import OpTags, get_grad, make_prim, put_grad
 from thunder.core.proxies import Proxy, TensorProxy
+from thunder.core.transforms import register_grad
 
 
 class CopyToOutError(ValueError):
@@ -46,3 +50,12 @@ copy_to_out_ = make_prim(
     meta=_copy_to_out_meta,
     tags=(OpTags.DONT_DCE,),
 )
+
+
+def _copy_to_out_grad(computed: TensorProxy, *, out: TensorProxy, after: Sequence[Proxy] = ()) -> TensorProxy:
+    written = copy_to_out_(computed, out=out, after=after)
+    put_grad(computed, get_grad(written))
+    return written
+
+
+register_grad(copy_to_out_, _copy_to_out_grad)

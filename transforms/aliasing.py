@@ -28,6 +28,7 @@ from thunder.core import dtypes
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import get_source_line
 
 from thunder.executors import torchex
 from thunder.extend import Executor
@@ -130,6 +131,11 @@ def is_copy_to_out(bsym: BoundSymbol) -> bool:
     return thunder_op_id(bsym) == copy_to_out_.id
 
 
+def is_thunder_copy(bsym: BoundSymbol) -> bool:
+    """thunder's ``prims.copy_``, in which every in-place op of thunder's ends, as traced or as its executor runs it."""
+    return bsym.sym.id in (PrimIDs.COPY_, torchex.copy_.id)
+
+
 def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] | None:
     """``(computed, target)`` if ``bsym`` is a thunder in-place op (``ltorch.add_``, ``setitem_``...).
 
@@ -138,7 +144,7 @@ def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] 
     """
     if is_copy_to_out(bsym):
         return bsym.args[0], bsym.kwargs[WRITE_OUT_KWARG]
-    if bsym.sym.id in (PrimIDs.COPY_, torchex.copy_.id):
+    if is_thunder_copy(bsym):
         return bsym.args[0], bsym.args[1]
     if bsym.subsymbols and bsym.subsymbols[-1].sym.id == PrimIDs.COPY_:
         copy = bsym.subsymbols[-1]
@@ -165,6 +171,16 @@ def write_destination(bsym: BoundSymbol) -> TensorProxy | None:
     if (write := thunder_inplace_write(bsym)) is not None:
         return write[1]
     return None
+
+
+def source_line(bsym: BoundSymbol) -> str:
+    """``file:line: code`` of the user's line that ``bsym`` was traced from (``file:line`` where the file is
+    gone); empty where the trace has none."""
+    where = bsym.source_positions
+    if bsym.source_filename is None or where is None or where.lineno is None:
+        return ""
+    code = get_source_line(bsym.source_filename, where.lineno).strip()
+    return f"{bsym.source_filename}:{where.lineno}" + (f": {code}" if code else "")
 
 
 def written_tensors(bsym: BoundSymbol) -> list[TensorProxy]:

@@ -28,7 +28,15 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    (``refresh``). So every write's result is read, which thunder's rematerialization needs of the
    fusion region that runs it.
 
-Traces that need autograd are returned unchanged: ``copy_to_out_`` has no backward rule.
+5. *Thunder differentiates what it did before.* A write traced under ``torch.no_grad()`` or
+   ``torch.inference_mode()`` is constant for thunder's VJP, and so is its ``copy_to_out_`` (it carries
+   the tag thunder gives such ops, ``DETACHED_AUTOGRAD_GRAPH``). A write that thunder differentiates
+   becomes a ``copy_to_out_`` too, whose gradient rule sends the cotangent of the new value to
+   ``computed`` (``thunder_ext.primitive``), unless its target shares storage with an argument that
+   requires grad: eager rebases such a tensor's autograd history in place, which a traced function
+   cannot do for its caller, so that write stays thunder's own op, reported as a copy
+   (``differentiated_writes_left_to_thunder``; a leaf among such arguments is refused before anything
+   runs, ``transforms/leaf_writes.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from typing import Any
 import thunder.torch as ltorch
 from thunder.core import prims
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import Proxy, TensorProxy, variableify
+from thunder.core.proxies import Proxy, ProxyTag, TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.core.transform_common import dce
@@ -71,6 +79,7 @@ class _Functionalizer:
     trace: TraceCtx  # the trace being built, which names new proxies
     aliases: Aliases  # over the input trace, whose names denote runtime tensors, and its writes' own ops
     last_reference: dict[str, int]  # storage key -> index of the last op of the input trace that names it
+    grad_storages: set[str]  # storage keys of the arguments that require grad
     out: list[BoundSymbol] = field(default_factory=list)
     value: dict[str, Proxy] = field(default_factory=dict)  # written tensor -> proxy of its current value
     pending: dict[str, _PendingWrite] = field(default_factory=dict)  # storage key -> write
@@ -124,6 +133,8 @@ class _Functionalizer:
         after = tuple(after.values())
         with tracectx(self.trace):
             result = TensorProxy(like=write.target)
+        if traced_without_grad(write.origin):  # rule 5: constant for thunder's VJP, as the op it replaces
+            result.tags.add(ProxyTag.DETACHED_AUTOGRAD_GRAPH)
         # The target is named as it was when written: its later names denote the new value.
         bsym = copy_to_out_.bind(write.computed, out=write.target, after=after, output=result)
         where = {"source_filename": write.origin.source_filename, "source_positions": write.origin.source_positions}
@@ -246,13 +257,18 @@ class _Functionalizer:
             self.refresh(t)
         self.emit(ret)
 
+    def left_to_thunder(self, bsym: BoundSymbol, target: TensorProxy) -> bool:
+        """Rule 5: a differentiated write into storage of an argument that requires grad stays thunder's op,
+        which the loop then treats as any other reader of that storage."""
+        return not traced_without_grad(bsym) and self.storage(target) in self.grad_storages
+
     def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
         for index, bsym in enumerate(bsyms):
             if bsym.sym.id == PrimIDs.RETURN:
                 self.hand_over(bsym)
             elif is_update_aliases(bsym):
                 self.update_aliases(bsym)
-            elif (write := thunder_inplace_write(bsym)) is not None:
+            elif (write := thunder_inplace_write(bsym)) is not None and not self.left_to_thunder(bsym, write[1]):
                 self.write(index, bsym, *write)
             else:
                 self.read(bsym)
@@ -268,18 +284,38 @@ def _last_reference(bsyms: list[BoundSymbol], aliases: Aliases) -> dict[str, int
     return last
 
 
-def _needs_autograd(trace: TraceCtx) -> bool:
-    return any(isinstance(a, TensorProxy) and a.requires_grad for a in trace.args)
+def traced_without_grad(bsym: BoundSymbol) -> bool:
+    """Whether thunder traced ``bsym`` with grad disabled, which makes it constant for its VJP."""
+    return any(ProxyTag.DETACHED_AUTOGRAD_GRAPH in o.tags for o in tensor_outs(bsym))
+
+
+def _grad_storages(trace: TraceCtx, aliases: Aliases) -> set[str]:
+    return {aliases.storage_key(a) for a in trace.args if isinstance(a, TensorProxy) and a.requires_grad}
+
+
+def differentiated_writes_left_to_thunder(trace: TraceCtx) -> list[BoundSymbol]:
+    """The in-place ops of ``trace`` that ``functionalize_writes`` leaves as thunder traced them (rule 5)."""
+    aliases = Aliases(trace.bound_symbols)
+    grad_storages = _grad_storages(trace, aliases)
+    return [
+        b
+        for b in trace.bound_symbols
+        if (write := thunder_inplace_write(b)) is not None
+        and not traced_without_grad(b)
+        and aliases.storage_key(write[1]) in grad_storages
+    ]
 
 
 def functionalize_writes(trace: TraceCtx) -> TraceCtx:
     """Rewrite thunder's in-place ops into functional ops and ordered ``copy_to_out_`` writes."""
-    if _needs_autograd(trace) or not any(thunder_inplace_write(b) for b in trace.bound_symbols):
+    if not any(thunder_inplace_write(b) for b in trace.bound_symbols):
         return trace
     trace = dce(trace)
     new_trace = from_trace(trace)
     aliases = Aliases(trace.bound_symbols)
-    functionalizer = _Functionalizer(new_trace, aliases, _last_reference(trace.bound_symbols, aliases))
+    functionalizer = _Functionalizer(
+        new_trace, aliases, _last_reference(trace.bound_symbols, aliases), _grad_storages(trace, aliases)
+    )
     new_trace.bound_symbols = functionalizer.run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: functionalize writes into copy_to_out_"))
     return new_trace

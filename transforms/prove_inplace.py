@@ -15,6 +15,12 @@ for the order that will run. For each write ``w = copy_to_out_(c, out=o)`` it ch
      storage, or is among the ops the write must follow (its ``after``): the write moves up to ``p``
      and readers of ``c`` there read ``o``, which already holds ``c``.
 
+Thunder's own ``copy_`` left in the trace (a write ``functionalize`` rule 5 leaves to thunder, or one
+inside an op that thunder's autodiff decomposed, such as ``batch_norm``'s running statistics) is
+adopted as a ``copy_to_out_`` and decided as above where it writes no argument that requires grad and
+nothing after it reads the storage by an older name (thunder orders its copies by program order alone);
+otherwise it stays thunder's, and is reported as a copy.
+
 A write that a fusion region runs inside it is checked by the rules of the region's executor
 (``fusion_regions.RegionRules``): the ordering check (1) with the region as one op, or op by op where
 the region runs its ops in order (torch.compile), then what the executor needs to run the write itself.
@@ -32,18 +38,20 @@ from typing import Literal
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, get_source_line
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.executors.passes import del_last_used
 from thunder.executors.torchex import ex as torch_ex
 
-from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS
+from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS, plain_copy_to_out
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
     fused_writes,
     is_copy_to_out,
+    is_thunder_copy,
     is_update_aliases,
     is_view_op,
+    source_line,
     tensor_args,
     tensor_outs,
     thunder_inplace_write,
@@ -97,15 +105,7 @@ class InplaceDecision:
     def of(cls, write: BoundSymbol, how: How, reason: str) -> InplaceDecision:
         """The decision for ``write = copy_to_out_(computed, out=out)``, with its source line and size."""
         (computed, out), result = thunder_inplace_write(write), write.output
-        return cls(result.name, computed.name, out.name, how, reason, _source_line(write), _nbytes(out))
-
-
-def _source_line(bsym: BoundSymbol) -> str:
-    where = bsym.source_positions
-    if bsym.source_filename is None or where is None or where.lineno is None:
-        return ""
-    code = get_source_line(bsym.source_filename, where.lineno).strip()  # empty where the file is gone
-    return f"{bsym.source_filename}:{where.lineno}" + (f": {code}" if code else "")
+        return cls(result.name, computed.name, out.name, how, reason, source_line(write), _nbytes(out))
 
 
 def _nbytes(t: TensorProxy) -> int | None:
@@ -259,14 +259,45 @@ def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
     return InplaceDecision.of(write, rules.how, reason)
 
 
+def _kept_by_thunder(bsyms: list[BoundSymbol], j: int, aliases: Aliases, grad_args: list[TensorProxy]) -> str | None:
+    """Why thunder's ``copy_`` at ``j`` stays thunder's, or None where it can be adopted as a ``copy_to_out_``."""
+    _, out = thunder_inplace_write(bsyms[j])
+    if (arg := next((a for a in grad_args if aliases.same_storage(a, out)), None)) is not None:
+        return (
+            f"thunder differentiates this write into `{out.name}`, which shares storage with `{arg.name}`, an argument "
+            "that requires grad: thunder's own copy_ runs it"
+        )
+    try:
+        _check_ordering(bsyms, j, bsyms[j], aliases)
+    except InplaceOrderingError as error:
+        return f"thunder's own copy_, which a later reader relies on running in program order ({error})"
+    return None
+
+
+def _adopted(copy: BoundSymbol) -> BoundSymbol:
+    computed, out = thunder_inplace_write(copy)
+    adopted = plain_copy_to_out.bind(computed, out=out, after=(), output=copy.output)
+    return adopted.from_bsym(source_filename=copy.source_filename, source_positions=copy.source_positions)
+
+
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
     """Run each provably safe ``copy_to_out_`` in place; return the new trace and every decision."""
     bsyms = no_recomputation_across_writes([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL])
+    grad_args = [a for a in trace.args if isinstance(a, TensorProxy) and a.requires_grad]
     decisions: list[InplaceDecision] = []
     given_back: dict[str, str] = {}  # write result -> why its region gave it back
     j = 0
     while j < len(bsyms):
-        if is_copy_to_out(bsyms[j]):
+        if is_thunder_copy(bsyms[j]):
+            why = _kept_by_thunder(bsyms, j, Aliases(bsyms), grad_args)
+            if why is None:
+                bsyms[j] = _adopted(bsyms[j])
+                continue  # decided as a copy_to_out_ at j
+            decided = InplaceDecision.of(bsyms[j], "copy", why)
+            if strict:
+                raise UnprovenInplaceError(f"cannot prove in-place safe: {decided}")
+            decisions.append(decided)
+        elif is_copy_to_out(bsyms[j]):
             aliases = Aliases(bsyms)  # anew: an earlier in-place decision made more tensors share storage
             _check_ordering(bsyms, j, bsyms[j], aliases)
             decided, bsyms = _decide(bsyms, j, aliases)

@@ -13,8 +13,10 @@ from thunder_ext.executors import inplace_ex
 
 from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
+from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
 from thunder_ext.transforms.prove_inplace import InplaceDecision, prove_inplace_writes
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
+from thunder_ext.transforms.saved_for_backward import saved_values_outlive_writes
 
 
 class InplaceTransform(Transform):
@@ -43,9 +45,11 @@ class InplaceTransform(Transform):
                 "or use thunder_ext.jit(fn), which adds both."
             )
         prologue_trace = refuse_unrepresentable_aliased_arguments(prologue_trace, computation_trace)
+        prologue_trace = refuse_differentiated_writes_into_leaves(prologue_trace, computation_trace)
         return prologue_trace, functionalize_writes(computation_trace), epilogue_trace
 
     def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs) -> TraceCtx:
+        computation_trace = saved_values_outlive_writes(computation_trace)
         new_trace, decisions = prove_inplace_writes(computation_trace, strict=self.strict)
         # only traces the extension rewrote: it answers for their memory, thunder for the rest
         new_trace = reuse_dead_buffers(new_trace) if decisions else new_trace

@@ -1,0 +1,237 @@
+"""In place when inputs require grad: under no_grad and inference_mode, and in training steps.
+
+Each test runs the program under eager PyTorch and under thunder_ext.jit on equal inputs, and compares
+outputs, every argument and buffer after the call, and gradients where a step is differentiated.
+"""
+
+import contextlib
+import copy
+
+import pytest
+import torch
+import thunder
+from torch.testing import assert_close
+
+import thunder_ext
+from helpers import assert_matches_eager, clone_args
+
+GRAD_MODES = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
+
+
+def optimizer_step(p, m, g):
+    m.lerp_(g, 0.1)
+    p.add_(m, alpha=-1e-3)
+
+
+def kv_write(k, v, pos, new_k, new_v):
+    k.index_copy_(2, pos, new_k)
+    v.index_copy_(2, pos, new_v)
+    return k.sum(-1) + v.sum(-1)
+
+
+def hows(jfn) -> list[str]:
+    return [d.how for d in thunder_ext.inplace_decisions(jfn)]
+
+
+def with_grad(args, flags):
+    return [a.requires_grad_(True) if flag else a for a, flag in zip(args, flags)]
+
+
+@pytest.mark.parametrize("mode", GRAD_MODES)
+@pytest.mark.parametrize(
+    "fn, make_args, requires_grad",
+    [
+        (optimizer_step, lambda: [torch.randn(8), torch.zeros(8), torch.randn(8)], (True, False, False)),
+        (kv_write, lambda: [torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4), torch.tensor([3]),
+                            torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4)], (False, False, False, True, True)),
+    ],
+    ids=["optimizer-step-over-a-parameter", "kv-write-of-a-grad-requiring-token"],
+)  # fmt: skip
+def test_without_grad_inputs_that_require_grad_get_the_decisions_of_inputs_that_do_not(fn, make_args, requires_grad, mode):
+    torch.manual_seed(0)
+    plain = make_args()
+    with GRAD_MODES[mode]():
+        reference = assert_matches_eager(fn, *plain)
+        graded = with_grad([a.clone() for a in plain], requires_grad)
+        jfn = assert_matches_eager(fn, *graded)
+    assert any(a.requires_grad for a in graded)
+    assert hows(jfn) == hows(reference)
+    assert hows(jfn) and "copy" not in hows(jfn)
+
+
+def test_an_optimizer_step_over_nn_parameters_writes_each_in_place():
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(3))]
+    moments, grads = [torch.zeros_like(p) for p in params], [torch.randn_like(p) for p in params]
+
+    def step(params, moments, grads):
+        for p, m, g in zip(params, moments, grads):
+            m.mul_(0.9).add_(g)
+            p.add_(m, alpha=-0.1)
+
+    eager = [copy.deepcopy(x) for x in (params, moments, grads)]
+    jfn = thunder_ext.jit(step)
+    with torch.no_grad():
+        for _ in range(3):
+            step(*eager)
+            jfn(params, moments, grads)
+    assert_close(params, eager[0])
+    assert_close(moments, eager[1])
+    assert all(p.requires_grad and p.grad is None for p in params)
+    assert hows(jfn) and "copy" not in hows(jfn)
+
+
+class EmaNet(torch.nn.Module):
+    """A buffer written in a training forward, an in-place activation, and ``x += ...`` on an activation."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(6, 8), torch.nn.Linear(8, 3)
+        self.register_buffer("ema", torch.zeros(8))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h += 0.5 * x.sum(-1, keepdim=True)
+        h.relu_()
+        self.ema.mul_(0.9).add_(h.detach().mean(0), alpha=0.1)
+        self.calls += 1
+        return self.fc2(h)
+
+
+def train_step_matches_eager(model: torch.nn.Module, x: torch.Tensor, steps: int = 2):
+    """Forward and backward ``steps`` times under eager and thunder_ext.jit: outputs, input and parameter
+    gradients, and buffers match after each. Returns the jitted module."""
+    eager, twin = model, copy.deepcopy(model)
+    jitted = thunder_ext.jit(twin)
+    for _ in range(steps):
+        xe, xj = x.clone().requires_grad_(), x.clone().requires_grad_()
+        want, got = eager(xe), jitted(xj)
+        assert_close(got, want)
+        want.square().sum().backward()
+        got.square().sum().backward()
+        assert_close(xj.grad, xe.grad)
+        for (name, pe), (_, pj) in zip(eager.named_parameters(), twin.named_parameters()):
+            assert_close(pj.grad, pe.grad, msg=lambda m: f"gradient of {name}: {m}")
+        for (name, be), (_, bj) in zip(eager.named_buffers(), twin.named_buffers()):
+            assert_close(bj, be, msg=lambda m: f"buffer {name}: {m}")
+    return jitted
+
+
+@pytest.mark.parametrize(
+    "make_model, shape, writes",
+    [
+        (lambda: torch.nn.BatchNorm1d(4), (8, 4), 3),  # running_mean, running_var, num_batches_tracked
+        (lambda: torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.ReLU()), (4, 2, 5, 5), 3),
+        (EmaNet, (5, 6), 3),  # ema, calls, and h (+= then relu_: one write); fc1's result is no buffer
+    ],
+    ids=["batchnorm1d", "conv-batchnorm2d", "buffer-and-inplace-activations"],
+)
+def test_a_training_step_matches_eager_with_its_buffer_writes_in_place(make_model, shape, writes):
+    torch.manual_seed(0)
+    jitted = train_step_matches_eager(make_model().train(), torch.randn(shape))
+    assert len(hows(jitted)) == writes and "copy" not in hows(jitted), thunder_ext.inplace_decisions(jitted)
+    assert thunder.last_backward_traces(jitted), "the step was not differentiated"
+
+
+def write_a_buffer_from_a_differentiated_value(x, buf):
+    buf.copy_(x * 2)
+    return buf * 3
+
+
+def test_the_gradient_of_a_written_value_flows_to_what_was_written():
+    # copy_to_out_'s gradient rule: the cotangent of buf's new value reaches x through `x * 2`
+    x, buf = torch.randn(4, requires_grad=True), torch.zeros(4)
+    jfn = thunder_ext.jit(write_a_buffer_from_a_differentiated_value)
+    y = jfn(x, buf)
+    y.sum().backward()
+    assert_close(y, x.detach() * 6)
+    assert_close(x.grad, torch.full((4,), 6.0))
+    assert_close(buf, x.detach() * 2)
+    undifferentiated = thunder_ext.jit(write_a_buffer_from_a_differentiated_value)
+    undifferentiated(x.detach(), torch.zeros(4))
+    assert hows(jfn) == hows(undifferentiated)  # a copy either way: buf's rename follows the producer
+
+
+def overwrite_a_saved_value(x, buf):
+    y = x * buf  # the gradient of x is buf as read here
+    buf.add_(1)
+    return y
+
+
+def test_a_value_saved_for_the_backward_is_the_value_read_not_the_one_written_later():
+    # eager refuses this backward (its version counter sees buf written); the backward reads a clone
+    x, buf = torch.randn(3, requires_grad=True), torch.full((3,), 2.0)
+    jfn = thunder_ext.jit(overwrite_a_saved_value)
+    y = jfn(x, buf)
+    y.sum().backward()
+    assert_close(x.grad, torch.full((3,), 2.0))
+    assert_close(buf, torch.full((3,), 3.0))
+    assert_close(y, x.detach() * 2)
+    assert "copy" not in hows(jfn)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        overwrite_a_saved_value(x, torch.full((3,), 2.0)).sum().backward()
+
+
+def write_a_buffer_then_a_leaf(buf, x):
+    buf.add_(1)
+    x.add_(1)
+    return x * buf
+
+
+def test_a_differentiated_write_into_a_leaf_raises_eagers_error_before_anything_is_written():
+    buf, x = torch.zeros(3), torch.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        write_a_buffer_then_a_leaf(buf.clone(), x)
+    jfn = thunder_ext.jit(write_a_buffer_then_a_leaf)
+    with pytest.raises(RuntimeError, match=r"`add_` writes into argument `x` .*: a leaf Variable that requires grad"):
+        jfn(buf, x)
+    assert torch.equal(buf, torch.zeros(3)) and torch.equal(x.detach(), torch.ones(3))
+
+
+def test_a_differentiated_write_into_a_non_leaf_argument_stays_thunders_and_says_so(executor_set):
+    a = torch.randn(3, requires_grad=True)
+    args = [torch.zeros(3), a * 1]
+
+    def f(buf, x):
+        buf.add_(1)
+        x.mul_(3)
+        return x + buf
+
+    jfn = thunder_ext.jit(f)
+    jargs, eargs = clone_args([args[0], args[1].detach()]), [args[0].clone(), args[1].detach().clone()]
+    got, want = jfn(jargs[0], a * 1), f(*eargs)
+    assert_close(got, want)
+    assert_close(jargs[0], eargs[0])
+    decisions = {d.how: d for d in thunder_ext.inplace_decisions(jfn)}
+    assert decisions["copy"].reason.startswith("thunder differentiates this write into")
+    assert "an argument that requires grad" in decisions["copy"].reason
+    assert any(how != "copy" for how in decisions)  # buf's write is the extension's
+    with pytest.raises(thunder_ext.UnprovenInplaceError, match="requires grad"):
+        thunder_ext.jit(f, strict=True)(torch.zeros(3), a * 1)
+
+
+@pytest.mark.parametrize("mode", [*GRAD_MODES, "grad"])
+def test_a_litgpt_model_as_constructed_writes_every_cache_entry_in_place(mode):
+    litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+    torch.manual_seed(0)
+    config = litgpt.Config(block_size=32, vocab_size=64, padded_vocab_size=64, n_layer=2, n_head=4, n_embd=32,
+                           n_query_groups=2, rotary_percentage=1.0, bias=False)  # fmt: skip
+    model = litgpt.GPT(config).eval()
+    assert all(p.requires_grad for p in model.parameters())
+    twin = copy.deepcopy(model)
+    for m in (model, twin):
+        m.set_kv_cache(batch_size=1, max_seq_length=16)
+    jitted = thunder_ext.jit(twin)
+    context = GRAD_MODES.get(mode, contextlib.nullcontext)
+    x, pos = torch.randint(0, 64, (1, 4)), torch.arange(4)
+    for _ in range(3):
+        with context():
+            got, want = jitted(x, pos), model(x, pos)
+        assert_close(got, want)
+        x, pos = got[:, -1:].argmax(-1), pos[-1:] + 1
+    for block, eager_block in zip(twin.transformer.h, model.transformer.h):
+        assert_close(block.attn.kv_cache.k, eager_block.attn.kv_cache.k)
+        assert_close(block.attn.kv_cache.v, eager_block.attn.kv_cache.v)
+    assert hows(jitted) and "copy" not in hows(jitted), thunder_ext.inplace_decisions(jitted)
+    assert len(hows(jitted)) == 2 * config.n_layer
