@@ -82,13 +82,27 @@ def test_an_optimizer_step_over_nn_parameters_writes_each_in_place():
 
 
 class EmaNet(torch.nn.Module):
-    """A buffer written in a training forward, an in-place activation, and ``x += ...`` on an activation."""
+    """A buffer written in a training forward (under ``no_grad``, as modules keep running statistics), a
+    counter, an in-place activation, and ``x += ...`` on an activation."""
 
     def __init__(self):
         super().__init__()
         self.fc1, self.fc2 = torch.nn.Linear(6, 8), torch.nn.Linear(8, 3)
         self.register_buffer("ema", torch.zeros(8))
         self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h += 0.5 * x.sum(-1, keepdim=True)
+        h.relu_()
+        with torch.no_grad():
+            self.ema.mul_(0.9).add_(h.mean(0), alpha=0.1)
+        self.calls += 1
+        return self.fc2(h)
+
+
+class DetachedEmaNet(EmaNet):
+    """The running statistic read through ``h.detach()`` of the in-place activation, which keeps ``h``'s write."""
 
     def forward(self, x):
         h = self.fc1(x)
@@ -110,9 +124,12 @@ def train_step_matches_eager(model: torch.nn.Module, x: torch.Tensor, steps: int
         assert_close(got, want)
         want.square().sum().backward()
         got.square().sum().backward()
-        assert_close(xj.grad, xe.grad)
+        # Inductor reorders the reductions of a backward; a conv bias before BatchNorm has a gradient
+        # of 0 in exact arithmetic, and rounding noise of 1e-5 in both
+        tolerance = {"rtol": 1e-4, "atol": 1e-4}
+        assert_close(xj.grad, xe.grad, **tolerance)
         for (name, pe), (_, pj) in zip(eager.named_parameters(), twin.named_parameters()):
-            assert_close(pj.grad, pe.grad, msg=lambda m: f"gradient of {name}: {m}")
+            assert_close(pj.grad, pe.grad, **tolerance, msg=lambda m: f"gradient of {name}: {m}")
         for (name, be), (_, bj) in zip(eager.named_buffers(), twin.named_buffers()):
             assert_close(bj, be, msg=lambda m: f"buffer {name}: {m}")
     return jitted
@@ -123,9 +140,13 @@ def train_step_matches_eager(model: torch.nn.Module, x: torch.Tensor, steps: int
     [
         (lambda: torch.nn.BatchNorm1d(4), (8, 4), 3),  # running_mean, running_var, num_batches_tracked
         (lambda: torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.ReLU()), (4, 2, 5, 5), 3),
-        (EmaNet, (5, 6), 3),  # ema, calls, and h (+= then relu_: one write); fc1's result is no buffer
+        # ema and calls; h's writes (+= then relu_) are read through `computed` alone, so none is left
+        (EmaNet, (5, 6), 2),
+        # ema, calls, and h (one write, which h.detach() observes). Stock thunder 0.2.6 with its torch.compile
+        # executor fails on this model's backward too (a region names `detach_vjp`'s zeros without them).
+        pytest.param(DetachedEmaNet, (5, 6), 3, marks=pytest.mark.executor_sets("defaults")),
     ],
-    ids=["batchnorm1d", "conv-batchnorm2d", "buffer-and-inplace-activations"],
+    ids=["batchnorm1d", "conv-batchnorm2d", "buffer-and-inplace-activations", "detached-read-of-an-inplace-activation"],
 )
 def test_a_training_step_matches_eager_with_its_buffer_writes_in_place(make_model, shape, writes):
     torch.manual_seed(0)

@@ -157,6 +157,12 @@ def fused_writes(bsym: BoundSymbol) -> list[BoundSymbol]:
     return [s for s in bsym.subsymbols if is_copy_to_out(s)] if bsym.sym.is_fusion else []
 
 
+def fused_thunder_copies(bsym: BoundSymbol) -> list[BoundSymbol]:
+    """Thunder's own ``copy_`` that a fusion runs inside it (one its fusion pass took in: a write left to
+    thunder, or one of an op its autodiff decomposed, such as ``batch_norm``'s running statistics)."""
+    return [s for s in bsym.subsymbols if is_thunder_copy(s)] if bsym.sym.is_fusion else []
+
+
 def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` may raise when it runs: it takes an integer tensor, i.e. indices that may be out
     of range (shapes and dtypes are checked while tracing). Over-approximates: integer arithmetic counts."""
@@ -184,10 +190,11 @@ def source_line(bsym: BoundSymbol) -> str:
 
 
 def written_tensors(bsym: BoundSymbol) -> list[TensorProxy]:
-    """The tensors whose storage ``bsym`` writes: its destination, or the ``out`` of each write a fusion runs."""
+    """The tensors whose storage ``bsym`` writes: its destination, or the ``out`` of each write a fusion runs
+    (thunder's own ``copy_`` among them)."""
     if (dest := write_destination(bsym)) is not None:
         return [dest]
-    return [w.kwargs[WRITE_OUT_KWARG] for w in fused_writes(bsym)]
+    return [thunder_inplace_write(w)[1] for w in (*fused_writes(bsym), *fused_thunder_copies(bsym))]
 
 
 class _UnionFind:

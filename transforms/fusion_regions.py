@@ -53,6 +53,7 @@ from thunder_ext.transforms.aliasing import (
     is_update_aliases,
     is_view_op,
     may_fail_at_runtime,
+    thunder_inplace_write,
     written_tensors,
 )
 
@@ -110,7 +111,7 @@ def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Alia
        compute element i of ``c``, which is what replaces it. Anything else may run in another kernel or
        thread after ``o`` is overwritten.
     """
-    computed, out = write.args[0], write.kwargs["out"]
+    computed, out = thunder_inplace_write(write)
     name, ops = fusion.sym.name, [s for s in fusion.subsymbols if s is not write]
     if out.name not in {a.name for a in fusion.flat_proxy_args}:
         return f"`{out.name}` is computed in `{name}`, and nvFuser aliases outputs to region inputs only"
@@ -141,7 +142,7 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
     readers of ``computed`` itself do not count: they read the new value, which is what the write leaves
     in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then ``param.addcdiv_(exp_avg, ...)``; what they
     may return is torch.compile's rule 6)."""
-    computed, out = write.args[0], write.kwargs["out"]
+    computed, out = thunder_inplace_write(write)
     outputs = {o.name for o in fusion.flat_proxy_outs}
     users: dict[str, list[BoundSymbol]] = {}
     for op in fusion.subsymbols:
@@ -227,8 +228,8 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
             f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
             "which Inductor would write as it is later"
         )
-    out, earlier = write.kwargs["out"], fusion.subsymbols[: position_in(fusion, write)]
-    if again := [w.kwargs["out"].name for w in earlier if is_copy_to_out(w) and aliases.same_storage(w.kwargs["out"], out)]:
+    out, earlier = thunder_inplace_write(write)[1], fusion.subsymbols[: position_in(fusion, write)]
+    if again := [o.name for w in earlier for o in written_tensors(w) if aliases.same_storage(o, out)]:
         return (
             f"`{name}` already writes `{again[0]}`, which shares storage with `{out.name}`, "
             "and Inductor may let an earlier read of it see this write"

@@ -19,7 +19,9 @@ Thunder's own ``copy_`` left in the trace (a write ``functionalize`` rule 5 leav
 inside an op that thunder's autodiff decomposed, such as ``batch_norm``'s running statistics) is
 adopted as a ``copy_to_out_`` and decided as above where it writes no argument that requires grad and
 nothing after it reads the storage by an older name (thunder orders its copies by program order alone);
-otherwise it stays thunder's, and is reported as a copy.
+otherwise it stays thunder's, and is reported as a copy. One that thunder's fusion pass took into a
+region stays there: it is reported as the region's where the region's rules (below) hold for it as for a
+``copy_to_out_``, else as a copy, which the region runs as thunder made it.
 
 A write that a fusion region runs inside it is checked by the rules of the region's executor
 (``fusion_regions.RegionRules``): the ordering check (1) with the region as one op, or op by op where
@@ -46,6 +48,7 @@ from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
+    fused_thunder_copies,
     fused_writes,
     is_copy_to_out,
     is_thunder_copy,
@@ -259,25 +262,46 @@ def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
     return InplaceDecision.of(write, rules.how, reason)
 
 
-def _kept_by_thunder(bsyms: list[BoundSymbol], j: int, aliases: Aliases, grad_args: list[TensorProxy]) -> str | None:
-    """Why thunder's ``copy_`` at ``j`` stays thunder's, or None where it can be adopted as a ``copy_to_out_``."""
-    _, out = thunder_inplace_write(bsyms[j])
+def _thunders_copy_stays(
+    bsyms: list[BoundSymbol], j: int, copy: BoundSymbol, aliases: Aliases, grad_args: list[TensorProxy]
+) -> str | None:
+    """Why thunder's ``copy`` (``bsyms[j]``, or one that the region ``bsyms[j]`` runs) stays as thunder made
+    it, or None where the extension can answer for it."""
+    _, out = thunder_inplace_write(copy)
     if (arg := next((a for a in grad_args if aliases.same_storage(a, out)), None)) is not None:
         return (
             f"thunder differentiates this write into `{out.name}`, which shares storage with `{arg.name}`, an argument "
             "that requires grad: thunder's own copy_ runs it"
         )
     try:
-        _check_ordering(bsyms, j, bsyms[j], aliases)
+        _check_ordering(bsyms, j, copy, aliases)
     except InplaceOrderingError as error:
         return f"thunder's own copy_, which a later reader relies on running in program order ({error})"
+    if copy is not bsyms[j] and (why := write_blocker(bsyms[j], copy, aliases)) is not None:
+        return f"thunder's own copy_, which `{bsyms[j].sym.name}` runs as thunder made it: {why}"
     return None
+
+
+def _thunder_copy_in_region(
+    bsyms: list[BoundSymbol], j: int, copy: BoundSymbol, aliases: Aliases, grad_args: list[TensorProxy]
+) -> InplaceDecision:
+    """A region runs thunder's ``copy`` itself: by its executor's rules where they hold, else as a copy."""
+    if (why := _thunders_copy_stays(bsyms, j, copy, aliases, grad_args)) is not None:
+        return InplaceDecision.of(copy, "copy", why)
+    kept = _kept_in_region(bsyms[j], copy)
+    return replace(kept, reason=f"thunder's own copy_, which the region's rules allow: {kept.reason}")
 
 
 def _adopted(copy: BoundSymbol) -> BoundSymbol:
     computed, out = thunder_inplace_write(copy)
     adopted = plain_copy_to_out.bind(computed, out=out, after=(), output=copy.output)
     return adopted.from_bsym(source_filename=copy.source_filename, source_positions=copy.source_positions)
+
+
+def _unless_strict(decided: InplaceDecision, strict: bool) -> InplaceDecision:
+    if strict and decided.how == "copy":
+        raise UnprovenInplaceError(f"cannot prove in-place safe: {decided}")
+    return decided
 
 
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
@@ -289,26 +313,21 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
     j = 0
     while j < len(bsyms):
         if is_thunder_copy(bsyms[j]):
-            why = _kept_by_thunder(bsyms, j, Aliases(bsyms), grad_args)
+            why = _thunders_copy_stays(bsyms, j, bsyms[j], Aliases(bsyms), grad_args)
             if why is None:
                 bsyms[j] = _adopted(bsyms[j])
                 continue  # decided as a copy_to_out_ at j
-            decided = InplaceDecision.of(bsyms[j], "copy", why)
-            if strict:
-                raise UnprovenInplaceError(f"cannot prove in-place safe: {decided}")
-            decisions.append(decided)
+            decisions.append(_unless_strict(InplaceDecision.of(bsyms[j], "copy", why), strict))
         elif is_copy_to_out(bsyms[j]):
             aliases = Aliases(bsyms)  # anew: an earlier in-place decision made more tensors share storage
             _check_ordering(bsyms, j, bsyms[j], aliases)
             decided, bsyms = _decide(bsyms, j, aliases)
             if why := given_back.get(decided.write):
                 decided = replace(decided, reason=f"{decided.reason}; {why}")
-            if strict and decided.how == "copy":
-                raise UnprovenInplaceError(f"cannot prove in-place safe: {decided}")
-            decisions.append(decided)
+            decisions.append(_unless_strict(decided, strict))
             if decided.how != "copy":
                 continue  # the write is gone from index j; what now stands there is unvisited
-        elif writes := fused_writes(bsyms[j]):
+        elif (writes := fused_writes(bsyms[j])) or fused_thunder_copies(bsyms[j]):
             aliases = Aliases(bsyms)
             for write in writes:
                 _check_ordering(bsyms, j, write, aliases)
@@ -321,6 +340,8 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
                 bsyms[j : j + 1] = give_back(bsyms[j], [w for w, _ in blockers], fresh)
                 continue  # what now stands at j (a rebuilt region, or a write given back) is unvisited
             decisions.extend(_kept_in_region(bsyms[j], w) for w in writes)
+            for copy in fused_thunder_copies(bsyms[j]):
+                decisions.append(_unless_strict(_thunder_copy_in_region(bsyms, j, copy, aliases, grad_args), strict))
         j += 1
     if not decisions:
         return trace, decisions
