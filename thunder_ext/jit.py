@@ -11,6 +11,7 @@ from thunder.core.transforms import Transform
 from thunder.extend import Executor
 
 from thunder_ext.executors import inplace_ex
+from thunder_ext.optim import JittedOptimizerStep, is_optimizer_step
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 
@@ -32,7 +33,12 @@ def jit(
     With nvFuser among the executors (thunder's defaults include it where it loads), its fusion
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to
     the PyTorch executor (docs/gpu.md).
+
+    ``fn`` may be the ``step`` of a ``torch.optim`` SGD, Adam or AdamW: its functional update is jitted
+    (``thunder_ext.optim``).
     """
+    if is_optimizer_step(fn):
+        return JittedOptimizerStep(fn.__self__, jit, executors=executors, transforms=transforms, strict=strict, **kwargs)
     executors = thunder.get_default_executors() if executors is None else executors
     return thunder_jit(
         fn,

@@ -9,6 +9,11 @@ stock ``thunder.jit`` gains it too. Each entry is registered only where thunder 
   cache writes at ``input_pos % max_cache_len`` (a circular cache); Python's ``%`` on tensors is
   ``torch.remainder``.
 - ``Tensor.fill_``: not defined at all.
+- What ``torch.optim``'s updates need (``thunder_ext.optim``): the ``torch._foreach_*`` ops of SGD and
+  Adam with ``foreach=True``, each traced as its op on every tensor of the list; ``Tensor.is_sparse``
+  (False: thunder traces dense tensors); and ``torch.autograd.profiler.record_function``, the profiler's
+  range around every ``Optimizer.step``, which does nothing under the jit (thunder cannot trace the op
+  it calls).
 - ``Tensor.copy_`` from a source that broadcasts to the target: thunder's ``_copy_`` converts the
   dtype but not the shape, and ``prims.copy_`` then refuses ("Shapes were expected to be the same"),
   where PyTorch broadcasts. ``_copy_`` is replaced by one that expands the source first.
@@ -32,11 +37,13 @@ import thunder.torch as ltorch
 import torch
 from thunder.core import prims
 from thunder.core.compile_data import get_compile_data
+from thunder.core.interpreter import wrap_const
 from thunder.core.jit_ext import (
     _general_jit_lookaside_map,
     ensure_recursive_proxies,
     interpreter_needs_wrap,
     record_source_loc_in_symbol_header,
+    register_general_jit_lookaside,
 )
 from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy, VariableInterface, unvariableify, variableify
@@ -65,6 +72,82 @@ if torch.fill_ not in ltorch._torch_to_thunder_function_map:
     _general_jit_lookaside_map[torch.fill_] = ensure_recursive_proxies(
         interpreter_needs_wrap(record_source_loc_in_symbol_header(fill_))
     )
+
+
+# Optimizers check ``p.grad.is_sparse`` before a step; thunder traces dense tensors only (as ``is_nested``).
+if torch.Tensor.is_sparse not in ltorch._torch_to_thunder_function_map:
+
+    @ltorch.torchsymbol(torch.Tensor.is_sparse, is_property=True, id="torch.is_sparse")
+    def is_sparse(a, /):
+        return False
+
+
+# ``torch.optim.Optimizer.step`` runs inside ``torch.autograd.profiler.record_function``, whose ``__enter__``
+# calls ``torch.ops.profiler._record_function_enter_new``, which thunder cannot trace ("is not registered").
+# It only names a range for the profiler: under the jit, entering and leaving it does nothing.
+@register_general_jit_lookaside(torch.autograd.profiler.record_function.__enter__)
+def _record_function_enter(record_function):
+    return record_function
+
+
+@register_general_jit_lookaside(torch.autograd.profiler.record_function.__exit__)
+def _record_function_exit(record_function, exc_type, exc_value, traceback):
+    return wrap_const(None)
+
+
+# ``torch._foreach_<op>(tensors, *operands)``, which optimizers run with ``foreach=True``: thunder 0.2.6 has none.
+# Each is traced as its op on every tensor of the list, so every write is a write of its own that the
+# passes see (a symbol of all of them would look like one write). An operand that is a list goes element by
+# element; so does the ``scalars`` tensor of ``addcmul``/``addcdiv`` (one value per tensor, as optimizers
+# stack their step sizes); any other tensor or number goes to every tensor.
+def _foreach(op, scalars_position: int | None = None):
+    def each(*args, **kwargs):
+        n = len(next(a for a in args if isinstance(a, (list, tuple))))
+
+        def at(a, position: int, i: int):
+            if isinstance(a, (list, tuple)) or (position == scalars_position and isinstance(a, TensorProxy)):
+                return a[i]
+            return a
+
+        results = [op(*(at(a, k, i) for k, a in enumerate(args)), **kwargs) for i in range(n)]
+        return None if op.__name__.endswith("_") else results
+
+    return each
+
+
+def _addc(op, inplace: bool):
+    """``t + value * op(t1, t2)``, where ``value`` may be a tensor (one of the stacked scalars)."""
+
+    def addc(t, t1, t2, value=1):
+        result = ltorch.add(t, ltorch.mul(op(t1, t2), value))
+        return ltorch._copy_(t, result) if inplace else result
+
+    addc.__name__ = f"add{op.__name__}" + ("_" if inplace else "")
+    return addc
+
+
+def _maximum_(a, b):
+    return ltorch._copy_(a, ltorch.maximum(a, b))
+
+
+_FOREACH = {
+    **{f"_foreach_{name}": getattr(ltorch, name) for name in (
+        "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "lerp", "lerp_", "sqrt", "sqrt_",
+        "neg", "neg_", "reciprocal", "reciprocal_", "pow", "maximum")},
+    "_foreach_maximum_": _maximum_,
+}  # fmt: skip
+for _name, _op in _FOREACH.items():
+    if hasattr(torch, _name) and getattr(torch, _name) not in _general_jit_lookaside_map:
+        _general_jit_lookaside_map[getattr(torch, _name)] = ensure_recursive_proxies(
+            interpreter_needs_wrap(record_source_loc_in_symbol_header(_foreach(_op)))
+        )
+for _name, _op in (("addcmul", ltorch.mul), ("addcdiv", ltorch.div)):
+    for _inplace in (False, True):
+        _fn = getattr(torch, f"_foreach_{_name}" + ("_" if _inplace else ""))
+        if _fn not in _general_jit_lookaside_map:
+            _general_jit_lookaside_map[_fn] = ensure_recursive_proxies(
+                interpreter_needs_wrap(record_source_loc_in_symbol_header(_foreach(_addc(_op, _inplace), 3)))
+            )
 
 
 # ``ltorch.copy_`` (and ``zero_``, ``fill_``...) call the module's ``_copy_`` at trace time, so replacing it

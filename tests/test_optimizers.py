@@ -1,0 +1,92 @@
+"""torch.optim's SGD (momentum), Adam and AdamW stepped by ``thunder_ext.jit(optimizer.step)`` over a model's
+``nn.Parameter``s, against the same optimizer stepped eagerly on a twin of the model."""
+
+import copy
+
+import pytest
+import thunder
+import torch
+from torch.testing import assert_close
+
+import thunder_ext
+
+OPTIMIZERS = {
+    "sgd-momentum": (lambda params, foreach: torch.optim.SGD(params, lr=0.1, momentum=0.9, foreach=foreach), ["momentum_buffer"]),
+    "adam": (lambda params, foreach: torch.optim.Adam(params, lr=0.01, foreach=foreach), ["step", "exp_avg", "exp_avg_sq"]),
+    "adamw": (lambda params, foreach: torch.optim.AdamW(params, lr=0.01, weight_decay=0.1, foreach=foreach), ["step", "exp_avg", "exp_avg_sq"]),
+}  # fmt: skip
+
+
+def model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+
+
+def backward(m: torch.nn.Module, x: torch.Tensor) -> None:
+    m.zero_grad()
+    m(x).square().sum().backward()
+
+
+@pytest.mark.parametrize("foreach", [False, True], ids=["for-loop", "foreach"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_an_optimizer_step_writes_every_parameter_and_state_tensor_in_place(name, foreach):
+    make, state_names = OPTIMIZERS[name]
+    jitted_model, eager_model = model(), model()
+    opt, eager_opt = make(jitted_model.parameters(), foreach), make(eager_model.parameters(), foreach)
+    step = thunder_ext.jit(opt.step)
+    pointers = [p.data_ptr() for p in jitted_model.parameters()]
+    for i in range(3):
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(i))
+        backward(jitted_model, x)
+        backward(eager_model, x)
+        step()
+        eager_opt.step()
+        params, eager_params = list(jitted_model.parameters()), list(eager_model.parameters())
+        assert_close(params, eager_params)
+        for p, e in zip(params, eager_params):
+            for s in state_names:
+                assert_close(opt.state[p][s], eager_opt.state[e][s], msg=lambda m: f"state {s}: {m}")
+    assert [p.data_ptr() for p in jitted_model.parameters()] == pointers
+    assert all(p.requires_grad for p in jitted_model.parameters())
+    decisions = thunder_ext.inplace_decisions(step)
+    assert [d.how for d in decisions if d.how == "copy"] == [], decisions
+    # every parameter and every state tensor the update writes (SGD's momentum and parameter, Adam's step,
+    # both moments and parameter)
+    assert len(decisions) == len(pointers) * (len(state_names) + 1)
+    assert "copy_to_out_" in str(thunder.last_traces(step)[-1])
+
+
+def test_the_first_sgd_step_makes_the_momentum_buffers_eagerly_and_the_next_are_jitted():
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    step = thunder_ext.jit(opt.step)
+    backward(m, torch.randn(5, 4))
+    step()
+    assert thunder.compile_stats(step).calls == 0
+    step()
+    assert thunder.compile_stats(step).calls == 1
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda ps: torch.optim.RMSprop(ps), r"`RMSprop.step` is not supported"),
+        (lambda ps: torch.optim.Adam(ps, differentiable=True), r"`Adam.step` with `differentiable=True` is not supported"),
+    ],
+    ids=["another-optimizer", "an-option"],
+)
+def test_an_optimizer_it_cannot_step_is_refused_when_jitted(make, message):
+    with pytest.raises(TypeError, match=message):
+        thunder_ext.jit(make(model().parameters()).step)
+
+
+def test_a_closure_is_refused_before_anything_is_written():
+    m = model()
+    opt = torch.optim.Adam(m.parameters())
+    step = thunder_ext.jit(opt.step)
+    backward(m, torch.randn(5, 4))
+    before = copy.deepcopy(list(m.parameters()))
+    with pytest.raises(TypeError, match=r"`Adam.step` with a closure is not supported"):
+        step(lambda: m(torch.randn(5, 4)).sum())
+    assert_close(list(m.parameters()), before)
+    assert not opt.state
