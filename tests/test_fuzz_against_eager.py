@@ -30,12 +30,22 @@ from hypothesis.errors import UnsatisfiedAssumption
 
 import thunder_ext
 from fake_nvfuser import FakeFusionPass
-from program_fuzzer import SCHEDULERS, Program, check_against_eager, programs
+from hypothesis import strategies as st
+from program_fuzzer import (
+    SCHEDULERS,
+    GradSetting,
+    Program,
+    check_against_eager,
+    check_against_eager_with_grad,
+    grad_settings,
+    programs,
+)
 
 LONG_RUN = "THUNDER_EXT_FUZZ_EXAMPLES" in os.environ
 EXAMPLES = int(os.environ.get("THUNDER_EXT_FUZZ_EXAMPLES", "300"))
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 FAKE_NVFUSER_REGRESSIONS = REGRESSIONS / "fake_nvfuser"
+GRAD_REGRESSIONS = REGRESSIONS / "requires_grad"
 _UNSHRUNK: dict[Path, Path] = {}  # per folder, the first failing program of this run, saved as soon as it failed
 
 
@@ -60,9 +70,25 @@ def test_random_inplace_programs_match_eager_around_fake_nvfuser_regions(program
     _check_keeping_failures(program, FAKE_NVFUSER_REGRESSIONS, fusion=FakeFusionPass)
 
 
-def _check_keeping_failures(program: Program, folder: Path, **kwargs) -> None:
+@settings(FUZZ, max_examples=max(EXAMPLES // 3, 1))  # each differentiated program compiles a backward too
+@given(programs(), st.data())
+def test_random_inplace_programs_match_eager_with_inputs_that_require_grad(program: Program, data):
+    n_args = program.source.split("def program(")[1].split(")")[0].count(",") + 1
+    setting = data.draw(grad_settings(n_args), label="grad setting")
+    # saved with the setting as its first line, so that test_regression_with_inputs_that_require_grad replays it
+    headed = Program(setting.header() + program.source)
+    _check_keeping_failures(headed, GRAD_REGRESSIONS, check=lambda: check_against_eager_with_grad(headed, setting))
+
+
+@pytest.mark.parametrize("path", sorted(GRAD_REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
+def test_regression_with_inputs_that_require_grad(path: Path):
+    source = path.read_text()
+    check_against_eager_with_grad(Program(source), GradSetting.of(source))
+
+
+def _check_keeping_failures(program: Program, folder: Path, check=None, **kwargs) -> None:
     try:
-        check_against_eager(program, **kwargs)
+        check() if check is not None else check_against_eager(program, **kwargs)
     except UnsatisfiedAssumption:
         raise
     except Exception as error:
