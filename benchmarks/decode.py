@@ -74,7 +74,8 @@ def measure(config: tuple[int, int], device: torch.device, quick: bool) -> Resul
         def call() -> None:
             position = positions[runner]
             positions[runner] += 1
-            last[runner] = runners[runner](token, torch.tensor([position], device=device))
+            with torch.inference_mode():  # as litgpt's generate: the model's parameters require grad
+                last[runner] = runners[runner](token, torch.tensor([position], device=device))
 
         return call
 

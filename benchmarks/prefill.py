@@ -25,7 +25,7 @@ def measure(length: int, device: torch.device, quick: bool) -> Result:
     runners = models(length, 1, device)
     x = torch.randint(0, 1024, (1, TOKENS), generator=torch.Generator().manual_seed(0)).to(device)
     positions = torch.arange(TOKENS, device=device)
-    calls = {runner: (lambda m=model: m(x, positions)) for runner, model in runners.items()}
+    calls = {runner: torch.inference_mode()(lambda m=model: m(x, positions)) for runner, model in runners.items()}
     seconds = interleaved_medians(calls, device, warmup=2, repeat=3 if quick else 10)
     return seconds, {runner: allocations(call, device) for runner, call in calls.items()}
 

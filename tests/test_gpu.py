@@ -18,7 +18,7 @@ import torch
 
 # litgpt comes with the test extra and with the GPU check's wheels; without it this module is skipped.
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
-from test_litgpt_kvcache import THUNDER_VARIANTS, Pair, frozen, greedy_without_cache, small_llama  # noqa: E402
+from test_litgpt_kvcache import THUNDER_VARIANTS, Pair, greedy_without_cache, small_llama  # noqa: E402
 from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402
 
 import thunder_ext  # noqa: E402
@@ -192,7 +192,7 @@ def test_thunder_kvcache_variants_prefill_then_decode(name, executors):
     torch.manual_seed(0)
     model = litgpt.model.GPT(ThunderTestConfig.from_name(name))
     model.max_seq_length = 8
-    pair = CudaPair(frozen(model), executors=executors, rtol=1e-4, atol=1e-4)
+    pair = CudaPair(model.eval(), executors=executors, rtol=1e-4, atol=1e-4)
     prompt = torch.randint(0, 200, (1, 3), device="cuda")
     expected = greedy_without_cache(pair.eager, prompt, 3)
     pair.set_kv_cache(batch_size=1)

@@ -1,6 +1,7 @@
 """litgpt's KV cache under thunder_ext.jit, step by step against eager litgpt on the same weights.
 
-Every step compares the logits and every cache buffer with eager, checks that no buffer moved to new
+Models are used as litgpt constructs them (parameters that require grad) and stepped under
+``torch.inference_mode()``, as litgpt's ``generate`` steps them. Every step compares the logits and every cache buffer with eager, checks that no buffer moved to new
 storage, and that every cache write ran in place (none fell back to a copy). Greedy decoding picks each
 token from the extension's logits, so the token checks compare the extension's own tokens.
 """
@@ -41,12 +42,7 @@ def small_llama(**overrides) -> litgpt.GPT:
         n_query_groups=8, rotary_percentage=1.0, parallel_residual=False, bias=False,
         norm_class_name="RMSNorm", mlp_class_name="LLaMAMLP", intermediate_size=128,
     )  # fmt: skip
-    return frozen(litgpt.GPT(litgpt.Config(**{**config, **overrides})))
-
-
-def frozen(model: torch.nn.Module) -> torch.nn.Module:
-    model.requires_grad_(False)
-    return model.eval()
+    return litgpt.GPT(litgpt.Config(**{**config, **overrides})).eval()
 
 
 def caches(model) -> list[torch.Tensor]:
@@ -70,7 +66,7 @@ class Pair:
         self.pointers = [t.data_ptr() for t in caches(self.copy)]
 
     def step(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        with self.context():
+        with torch.inference_mode(), self.context():
             got, want = self.jitted(x, input_pos), self.eager(x, input_pos)
         assert_close(got, want, **self.tolerance)
         for i, (a, b) in enumerate(zip(caches(self.copy), caches(self.eager))):
@@ -90,6 +86,7 @@ class Pair:
         return tokens
 
 
+@torch.inference_mode()
 def greedy_without_cache(model: torch.nn.Module, prompt: torch.Tensor, steps: int) -> torch.Tensor:
     tokens = prompt
     for _ in range(steps):
@@ -168,7 +165,7 @@ def test_thunder_kvcache_variants_prefill_then_decode(name):
     torch.manual_seed(0)
     model = litgpt.model.GPT(ThunderTestConfig.from_name(name))
     model.max_seq_length = 8
-    pair = Pair(frozen(model), rtol=1e-4, atol=1e-4)
+    pair = Pair(model.eval(), rtol=1e-4, atol=1e-4)
     prompt = torch.randint(0, 200, (1, 3))
     expected = greedy_without_cache(pair.eager, prompt, 3)
     pair.set_kv_cache(batch_size=1)

@@ -27,6 +27,8 @@ CPU = torch.device("cpu")
 
 
 def small_model(max_seq_length: int) -> torch.nn.Module:
+    """A 4-layer llama-style litgpt model as litgpt constructs it: its parameters require grad. Run it
+    under ``torch.inference_mode()``, as litgpt's ``generate`` does."""
     from litgpt.config import Config
     from litgpt.model import GPT
 
@@ -47,23 +49,26 @@ def small_model(max_seq_length: int) -> torch.nn.Module:
         intermediate_size=1376,
     )
     torch.manual_seed(0)
-    model = GPT(config).eval().requires_grad_(False)
+    model = GPT(config).eval()
     model.max_seq_length = max_seq_length
     return model
 
 
 class Decoder:
-    """Greedy decoding of one runner with its KV cache, one token per ``step()``."""
+    """Greedy decoding of one runner with its KV cache, one token per ``step()``, under
+    ``torch.inference_mode()`` as litgpt's ``generate`` decodes."""
 
     def __init__(self, model, prompt: torch.Tensor) -> None:
         self.model, self.position, self.tokens = model, prompt.shape[1], []
         model.set_kv_cache(batch_size=1)
-        self.logits = model(prompt, torch.arange(self.position))
+        with torch.inference_mode():
+            self.logits = model(prompt, torch.arange(self.position))
 
     def step(self) -> None:
         token = self.logits[:, -1].argmax(-1, keepdim=True)
         self.tokens.append(int(token))
-        self.logits = self.model(token, torch.tensor([self.position]))
+        with torch.inference_mode():
+            self.logits = self.model(token, torch.tensor([self.position]))
         self.position += 1
 
 
