@@ -20,17 +20,13 @@ from dataclasses import dataclass
 import thunder.torch as ltorch
 import torch
 from thunder.core import dtypes
-from thunder.core.jit_ext import (
-    _general_jit_lookaside_map,
-    ensure_recursive_proxies,
-    interpreter_needs_wrap,
-    record_source_loc_in_symbol_header,
-)
 from thunder.core.langctxs import Languages, langctx
 from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import Symbol
 from thunder.executors.torchex import ex as torch_ex
+
+from thunder_ext.thunder_gaps import divert
 
 MODES = ("linear", "circular")
 
@@ -208,7 +204,7 @@ def _tensor_scatter_meta(cache, update, write_indices=None, *, axis=-2, mode="li
 
 
 # Under the jit, one in-place symbol of thunder's: thunder's interpreter traces a call of
-# ``tensor_scatter_`` as this symbol (as it traces torch functions, see ``thunder_gaps.fill_``), whose
+# ``tensor_scatter_`` as this symbol (``thunder_gaps.divert``), whose
 # decomposition ends in the ``copy_`` that the functionalizer makes one ``copy_to_out_``.
 tensor_scatter_symbol = Symbol(
     name="tensor_scatter_",
@@ -217,6 +213,4 @@ tensor_scatter_symbol = Symbol(
     is_prim=False,
     tags=(OpTags.IN_PLACE,),
 )
-_general_jit_lookaside_map[tensor_scatter_] = ensure_recursive_proxies(
-    interpreter_needs_wrap(record_source_loc_in_symbol_header(tensor_scatter_symbol))
-)
+divert(tensor_scatter_, tensor_scatter_symbol)

@@ -59,6 +59,16 @@ if "mod" not in _method_name_to_fn_map:
     register_method("mod", ltorch.remainder)
 
 
+def divert(torch_fn, thunder_fn) -> None:
+    """Trace calls of ``torch_fn`` as ``thunder_fn``, unless thunder has an entry for it: thunder's interpreter
+    diverts torch functions through a lookaside table filled, once, from its function map when it loads,
+    so a function registered later needs its entry made as thunder makes them."""
+    if torch_fn not in _general_jit_lookaside_map:
+        _general_jit_lookaside_map[torch_fn] = ensure_recursive_proxies(
+            interpreter_needs_wrap(record_source_loc_in_symbol_header(thunder_fn))
+        )
+
+
 # ``Tensor.fill_`` is missing ("Unknown attribute fill_"): it is ``zero_`` with another value, and
 # is written as thunder writes ``zero_``, with thunder's own ``_copy_``, so every pass sees a write.
 if torch.fill_ not in ltorch._torch_to_thunder_function_map:
@@ -67,11 +77,7 @@ if torch.fill_ not in ltorch._torch_to_thunder_function_map:
     def fill_(a, value, /):
         return ltorch._copy_(a, ltorch.full_like(a, value))
 
-    # thunder's interpreter diverts torch functions through a lookaside table filled, once, from the
-    # function map when it loads: ``torch.fill_(t, v)`` needs its entry made as thunder makes them.
-    _general_jit_lookaside_map[torch.fill_] = ensure_recursive_proxies(
-        interpreter_needs_wrap(record_source_loc_in_symbol_header(fill_))
-    )
+    divert(torch.fill_, fill_)  # ``torch.fill_(t, v)``, the function, as well as the method
 
 
 # Optimizers check ``p.grad.is_sparse`` before a step; thunder traces dense tensors only (as ``is_nested``).
@@ -122,7 +128,7 @@ def _addc(op, inplace: bool):
         result = ltorch.add(t, ltorch.mul(op(t1, t2), value))
         return ltorch._copy_(t, result) if inplace else result
 
-    addc.__name__ = f"add{op.__name__}" + ("_" if inplace else "")
+    addc.__name__ = f"addc{op.__name__}" + ("_" if inplace else "")
     return addc
 
 
@@ -130,24 +136,17 @@ def _maximum_(a, b):
     return ltorch._copy_(a, ltorch.maximum(a, b))
 
 
+# torch function -> (its op on one tensor, the position of a ``scalars`` tensor that goes element by element)
 _FOREACH = {
-    **{f"_foreach_{name}": getattr(ltorch, name) for name in (
+    **{f"_foreach_{name}": (getattr(ltorch, name), None) for name in (
         "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "lerp", "lerp_", "sqrt", "sqrt_",
         "neg", "neg_", "reciprocal", "reciprocal_", "pow", "maximum")},
-    "_foreach_maximum_": _maximum_,
+    "_foreach_maximum_": (_maximum_, None),
+    **{f"_foreach_addc{op.__name__}{suffix}": (_addc(op, inplace=bool(suffix)), 3)
+       for op in (ltorch.mul, ltorch.div) for suffix in ("", "_")},
 }  # fmt: skip
-for _name, _op in _FOREACH.items():
-    if hasattr(torch, _name) and getattr(torch, _name) not in _general_jit_lookaside_map:
-        _general_jit_lookaside_map[getattr(torch, _name)] = ensure_recursive_proxies(
-            interpreter_needs_wrap(record_source_loc_in_symbol_header(_foreach(_op)))
-        )
-for _name, _op in (("addcmul", ltorch.mul), ("addcdiv", ltorch.div)):
-    for _inplace in (False, True):
-        _fn = getattr(torch, f"_foreach_{_name}" + ("_" if _inplace else ""))
-        if _fn not in _general_jit_lookaside_map:
-            _general_jit_lookaside_map[_fn] = ensure_recursive_proxies(
-                interpreter_needs_wrap(record_source_loc_in_symbol_header(_foreach(_addc(_op, _inplace), 3)))
-            )
+for _name, (_op, _scalars_position) in _FOREACH.items():
+    divert(getattr(torch, _name), _foreach(_op, _scalars_position))
 
 
 # ``ltorch.copy_`` (and ``zero_``, ``fill_``...) call the module's ``_copy_`` at trace time, so replacing it
