@@ -36,7 +36,6 @@ from program_fuzzer import (
     GradSetting,
     Program,
     check_against_eager,
-    check_against_eager_with_grad,
     grad_settings,
     programs,
 )
@@ -77,18 +76,18 @@ def test_random_inplace_programs_match_eager_with_inputs_that_require_grad(progr
     setting = data.draw(grad_settings(n_args), label="grad setting")
     # saved with the setting as its first line, so that test_regression_with_inputs_that_require_grad replays it
     headed = Program(setting.header() + program.source)
-    _check_keeping_failures(headed, GRAD_REGRESSIONS, check=lambda: check_against_eager_with_grad(headed, setting))
+    _check_keeping_failures(headed, GRAD_REGRESSIONS, grad=setting)
 
 
 @pytest.mark.parametrize("path", sorted(GRAD_REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
 def test_regression_with_inputs_that_require_grad(path: Path):
     source = path.read_text()
-    check_against_eager_with_grad(Program(source), GradSetting.of(source))
+    check_against_eager(Program(source), grad=GradSetting.of(source))
 
 
-def _check_keeping_failures(program: Program, folder: Path, check=None, **kwargs) -> None:
+def _check_keeping_failures(program: Program, folder: Path, **kwargs) -> None:
     try:
-        check() if check is not None else check_against_eager(program, **kwargs)
+        check_against_eager(program, **kwargs)
     except UnsatisfiedAssumption:
         raise
     except Exception as error:

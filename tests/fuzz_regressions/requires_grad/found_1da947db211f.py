@@ -1,6 +1,6 @@
 # grad setting: grad [0, 1, 4]
-# Found: thunder 0.2.6 has no gradient rule for prims.index_add (accepted as program_fuzzer.NO_GRADIENT_RULE); stock
-# thunder fails earlier here, on the aliased arguments the extension traces.
+# Found: thunder 0.2.6 has no gradient rule for prims.index_add (accepted as program_fuzzer.NO_GRADIENT_RULE; its
+# arguments alias, so they no longer require grad here: found_index_add_gradient.py keeps the case).
 import torch
 
 
