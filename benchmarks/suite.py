@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, kv_idioms, prefill
+from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, kv_idioms, prefill, requires_grad
 from thunder_ext.benchmarks.measure import machine, report_status
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.extras import require
@@ -33,6 +33,7 @@ CASES = {
     "adam": adam,
     "compile": compile_time,
     "kv_idioms": kv_idioms,
+    "requires_grad": requires_grad,
 }
 
 
