@@ -174,6 +174,25 @@ def test_the_gradient_of_a_written_value_flows_to_what_was_written():
     assert hows(jfn) == hows(undifferentiated)  # a copy either way: buf's rename follows the producer
 
 
+def write_under_no_grad_a_value_computed_with_grad(x, buf):
+    y = x * 2
+    with torch.no_grad():
+        buf.copy_(y)
+    return buf * 3 + x
+
+
+def test_a_write_under_no_grad_cuts_the_gradient_of_what_it_wrote():
+    # eager's buf holds y's values and no graph: the gradient of x is 1, not 1 + 3 * 2
+    x, buf = torch.ones(3, requires_grad=True), torch.zeros(3)
+    jfn = thunder_ext.jit(write_under_no_grad_a_value_computed_with_grad)
+    y = jfn(x, buf)
+    y.sum().backward()
+    assert_close(x.grad, torch.ones(3))
+    assert_close(buf, torch.full((3,), 2.0))
+    assert_close(y, torch.full((3,), 7.0))
+    assert hows(jfn) and "copy" not in hows(jfn)
+
+
 def overwrite_a_saved_value(x, buf):
     y = x * buf  # the gradient of x is buf as read here
     buf.add_(1)

@@ -36,7 +36,9 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    requires grad: eager rebases such a tensor's autograd history in place, which a traced function
    cannot do for its caller, so that write stays thunder's own op, reported as a copy
    (``differentiated_writes_left_to_thunder``; a leaf among such arguments is refused before anything
-   runs, ``transforms/leaf_writes.py``).
+   runs, ``transforms/leaf_writes.py``). A write traced without grad of a value that thunder
+   differentiates (``y = x * 2; with torch.no_grad(): buf.copy_(y)``) lands at once: its readers read
+   the write's constant result, not ``y`` (``cuts_the_gradient``), as eager's ``buf`` holds no graph.
 """
 
 from __future__ import annotations
@@ -202,9 +204,12 @@ class _Functionalizer:
             self.refresh(target)
             self.pending[key] = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail), bsym)
         self.value[tensor] = computed
-        if self.last_reference.get(self.storage(source), -1) > index and self.last_reference.get(key, -1) > index:
+        last = self.last_reference
+        both_named_later = last.get(self.storage(source), -1) > index and last.get(key, -1) > index
+        if both_named_later or cuts_the_gradient(bsym, computed):
             # ``x.copy_(y)`` with both still reachable: deferring would let a later write to ``y`` reach
-            # the readers of ``x``. The write lands now, and a later write to ``y`` waits for it.
+            # the readers of ``x``; under no_grad, readers of ``computed`` would differentiate through it
+            # (rule 5). The write lands now, and a later write to ``y`` waits for it.
             result = self.flush(key)
             self.readers.setdefault(self.storage(source), []).append(result)
 
@@ -287,6 +292,11 @@ def _last_reference(bsyms: list[BoundSymbol], aliases: Aliases) -> dict[str, int
 def traced_without_grad(bsym: BoundSymbol) -> bool:
     """Whether thunder traced ``bsym`` with grad disabled, which makes it constant for its VJP."""
     return any(ProxyTag.DETACHED_AUTOGRAD_GRAPH in o.tags for o in tensor_outs(bsym))
+
+
+def cuts_the_gradient(bsym: BoundSymbol, computed: TensorProxy) -> bool:
+    """Whether ``bsym``, traced without grad, writes a value that thunder differentiates (rule 5)."""
+    return traced_without_grad(bsym) and ProxyTag.DETACHED_AUTOGRAD_GRAPH not in computed.tags
 
 
 def _grad_storages(trace: TraceCtx, aliases: Aliases) -> set[str]:
