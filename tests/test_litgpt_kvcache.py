@@ -1,9 +1,10 @@
 """litgpt's KV cache under thunder_ext.jit, step by step against eager litgpt on the same weights.
 
 Models are used as litgpt constructs them (parameters that require grad) and stepped under
-``torch.inference_mode()``, as litgpt's ``generate`` steps them. Every step compares the logits and every cache buffer with eager, checks that no buffer moved to new
-storage, and that every cache write ran in place (none fell back to a copy). Greedy decoding picks each
-token from the extension's logits, so the token checks compare the extension's own tokens.
+``torch.inference_mode()``, as litgpt's ``generate`` steps them. Every step compares the logits and every
+cache buffer with eager, checks that no buffer moved to new storage, and that every cache write ran in
+place (none fell back to a copy). Greedy decoding picks each token from the extension's logits, so the
+token checks compare the extension's own tokens.
 """
 
 import contextlib
