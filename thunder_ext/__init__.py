@@ -4,7 +4,9 @@
 - ``thunder_ext.transforms``: the functionalization pass and the aliasing checker.
 - ``thunder_ext.executors``: the executors that run proven writes in place (PyTorch; nvFuser where it loads,
   ``nvfuser_inplace_available()`` says why not).
-- ``jit``: ``thunder.jit`` with all of the above.
+- ``jit``: ``thunder.jit`` with all of the above; ``Inplace``, the same as the ``thunder.compile`` plugin
+  ``"inplace"``; ``ThunderCompiler`` and ``thunderfx``, the same as thunder's ``torch.compile`` backend.
+- ``inplace_decisions``: how each write of what ran last runs, and why, whichever way it was compiled.
 - ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
 """
 
@@ -19,7 +21,10 @@ with warnings.catch_warnings():
 import thunder_ext.thunder_gaps  # noqa: F401, E402  (registers what thunder 0.2.6 lacks; see the module)
 import thunder_ext.inplace_errors  # noqa: F401, E402  (in-place ops' trace-time errors name the op and tensors)
 from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
-from thunder_ext.jit import inplace_decisions, jit
+from thunder_ext.decisions import inplace_decisions
+from thunder_ext.dynamo import ThunderCompiler, thunderfx
+from thunder_ext.jit import jit
+from thunder_ext.plugin import Inplace  # registers the plugin "inplace"
 from thunder_ext.primitive import CopyToOutError, copy_to_out_
 from thunder_ext.tensor_scatter import tensor_scatter_
 from thunder_ext.transforms import (
@@ -33,9 +38,11 @@ from thunder_ext.transforms import (
 __all__ = [
     "AliasedArgumentsError",
     "CopyToOutError",
+    "Inplace",
     "InplaceDecision",
     "InplaceOrderingError",
     "InplaceTransform",
+    "ThunderCompiler",
     "UnprovenInplaceError",
     "copy_to_out_",
     "inplace_decisions",
@@ -43,4 +50,5 @@ __all__ = [
     "jit",
     "nvfuser_inplace_available",
     "tensor_scatter_",
+    "thunderfx",
 ]

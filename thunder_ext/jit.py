@@ -12,7 +12,7 @@ from thunder.extend import Executor
 
 from thunder_ext.executors import inplace_ex
 from thunder_ext.optim import JittedOptimizerStep, is_optimizer_step
-from thunder_ext.transforms import InplaceDecision, InplaceTransform
+from thunder_ext.transforms import InplaceTransform
 
 
 def jit(
@@ -39,20 +39,16 @@ def jit(
     """
     if is_optimizer_step(fn):
         return JittedOptimizerStep(fn.__self__, jit, executors=executors, transforms=transforms, strict=strict, **kwargs)
+    return thunder_jit(fn, **with_extension(executors, transforms, strict), **kwargs)
+
+
+def with_extension(
+    executors: Sequence[Executor | str] | None, transforms: Sequence[Transform] | None, strict: bool
+) -> dict[str, list]:
+    """``thunder.jit``'s ``executors`` and ``transforms`` with the extension's: its executor first, before any
+    fuser (a region is compiled with the operators its executor list claimed), its transform last."""
     executors = thunder.get_default_executors() if executors is None else executors
-    return thunder_jit(
-        fn,
-        executors=[inplace_ex, *executors],
-        transforms=[*(transforms or ()), InplaceTransform(strict=strict)],
-        **kwargs,
-    )
-
-
-def inplace_decisions(jitted: Callable) -> list[InplaceDecision]:
-    """How each ``copy_to_out_`` of the computation trace that ran last runs, and why: the trace that
-    ``thunder.last_traces(jitted)`` shows, whichever cache entry it belongs to."""
-    transform = next((t for t in thunder.compile_data(jitted).transforms if isinstance(t, InplaceTransform)), None)
-    if transform is None:
-        raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")
-    # the last recorded trace: transforms after the extension's may append traces of their own
-    return next((transform.decisions[t] for t in reversed(thunder.last_traces(jitted)) if t in transform.decisions), [])
+    return {
+        "executors": [inplace_ex, *executors],
+        "transforms": [*(transforms or ()), InplaceTransform(strict=strict)],
+    }

@@ -1,0 +1,194 @@
+"""Every way in gives the same in-place writes: ``thunder_ext.jit``, ``thunder.compile(..., plugins="inplace")``
+under either interpreter, ``thunder_ext.thunderfx``, and ``torch.compile(..., backend=thunder_ext.ThunderCompiler())``.
+
+Each runs under each executor set (the recipe below uses thunder's default executors, which the
+``executor_set`` fixture sets), against eager PyTorch on equal inputs: outputs, every argument, buffers,
+gradients, and every write in place. A torch.compile entry point that fell back to eager would run no
+thunder subgraph, so each test also requires decisions from one.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import thunder
+import torch
+from thunder.recipes import BaseRecipe
+from torch.testing import assert_close
+
+import thunder_ext
+from helpers import assert_matches_eager, clone_args
+
+
+class DefaultExecutorsRecipe(BaseRecipe):
+    """thunder's default recipe with thunder's default executors instead of its one fuser."""
+
+    def setup_executors(self):
+        return list(thunder.get_default_executors())
+
+
+def plugin(interpreter: str):
+    def compile(fn, strict=False):
+        recipe = DefaultExecutorsRecipe(interpreter=interpreter)
+        return thunder.compile(fn, recipe=recipe, plugins=[thunder_ext.Inplace(strict=strict)])
+
+    return compile
+
+
+ENTRY_POINTS = {
+    "jit": thunder_ext.jit,
+    "plugin-thunder.jit": plugin("thunder.jit"),
+    "plugin-thunder.fx": plugin("thunder.fx"),
+    "thunderfx": thunder_ext.thunderfx,
+    "backend": lambda fn, strict=False: torch.compile(fn, backend=thunder_ext.ThunderCompiler(strict=strict)),
+}
+
+
+@pytest.fixture(params=ENTRY_POINTS)
+def compile(request):
+    torch._dynamo.reset()  # Dynamo's cache is per code object; a fresh one for each test
+    return ENTRY_POINTS[request.param]
+
+
+def kv_write(k, v, pos, new_k, new_v):
+    k.index_copy_(2, pos, new_k)
+    v.index_copy_(2, pos, new_v)
+    return k.sum(-1) + v.sum(-1)
+
+
+def read_before_and_after(x, y):
+    old = x * 2
+    x.add_(y)
+    return old, x * 3
+
+
+def chain_through_a_view(x):
+    x[1:].mul_(2)
+    x.add_(1)
+    return x.sum()
+
+
+def optimizer_step(p, m, g):
+    m.lerp_(g, 0.1)
+    p.add_(m, alpha=-1e-3)
+
+
+def kv_args():
+    return [torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4), torch.tensor([5]), torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4)]
+
+
+def in_place(compiled, writes: int) -> None:
+    hows = [d.how for d in thunder_ext.inplace_decisions(compiled)]
+    assert len(hows) == writes and "copy" not in hows, thunder_ext.inplace_decisions(compiled)
+
+
+@pytest.mark.parametrize(
+    "fn, make_args, writes",
+    [
+        (kv_write, kv_args, 2),
+        (read_before_and_after, lambda: [torch.randn(6), torch.randn(6)], 1),
+        (chain_through_a_view, lambda: [torch.randn(5, 3)], 2),
+        # the parameter requires grad; the step runs under no_grad, as torch.optim's does
+        (optimizer_step, lambda: [torch.randn(8).requires_grad_(), torch.zeros(8), torch.randn(8)], 2),
+    ],
+    ids=["kv-write", "read-before-and-after-a-write", "chain-of-writes-through-a-view", "optimizer-step"],
+)
+def test_every_entry_point_matches_eager_with_every_write_in_place(compile, fn, make_args, writes):
+    args = make_args()
+    with torch.no_grad():
+        compiled = assert_matches_eager(fn, *args, jit=compile)
+    in_place(compiled, writes)
+
+
+class Decoder(torch.nn.Module):
+    """A KV cache as buffers, next to parameters that require grad, as a model is constructed."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 4)
+        self.register_buffer("k", torch.zeros(1, 2, 8, 4))
+        self.register_buffer("v", torch.zeros(1, 2, 8, 4))
+
+    def forward(self, pos, token):
+        new = self.proj(token)
+        self.k.index_copy_(2, pos, new)
+        self.v.index_copy_(2, pos, new * 2)
+        return (self.k * self.v).sum((-1, -2))
+
+
+def test_a_module_decodes_with_its_cache_written_in_place(compile):
+    torch.manual_seed(0)
+    eager = Decoder()
+    twin = copy.deepcopy(eager)
+    compiled = compile(twin)
+    storage = twin.k.data_ptr()
+    with torch.inference_mode():
+        for step in range(3):
+            pos, token = torch.tensor([step]), torch.randn(1, 2, 1, 4)
+            assert_close(compiled(pos, token), eager(pos, token))
+            assert_close(twin.k, eager.k)
+            assert_close(twin.v, eager.v)
+    assert twin.k.data_ptr() == storage
+    in_place(compiled, 2)
+
+
+def test_a_training_step_matches_eager_with_its_buffer_writes_in_place(compile):
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).train()
+    twin = copy.deepcopy(eager)
+    compiled = compile(twin)
+    for _ in range(2):
+        x = torch.randn(8, 4)
+        want, got = eager(x), compiled(x)
+        assert_close(got, want)
+        want.square().sum().backward()
+        got.square().sum().backward()
+        for (name, pe), (_, pj) in zip(eager.named_parameters(), twin.named_parameters()):
+            assert_close(pj.grad, pe.grad, rtol=1e-4, atol=1e-4, msg=lambda m: f"gradient of {name}: {m}")
+        for (name, be), (_, bj) in zip(eager.named_buffers(), twin.named_buffers()):
+            assert_close(bj, be, msg=lambda m: f"buffer {name}: {m}")
+    in_place(compiled, 3)  # running_mean, running_var, num_batches_tracked
+
+
+def write_first_then_read(a, b):
+    a.add_(1)
+    return b * 2
+
+
+def test_aliased_arguments_thunder_cannot_represent_are_refused_before_anything_is_written(compile):
+    x = torch.randn(3, 3)
+    before = x.clone()
+    with pytest.raises(thunder_ext.AliasedArgumentsError, match=r"share storage as different views"):
+        compile(write_first_then_read)(x, x.t())
+    assert_close(x, before)
+
+
+def overlapping_source(x, idx):
+    x.copy_(torch.index_copy(x, 0, idx, x[:1]))
+    return x * 1
+
+
+@pytest.mark.executor_sets("defaults")  # the PyTorch executor's overlap rule; Inductor runs the write itself
+def test_strict_raises_for_a_write_it_cannot_prove(compile):
+    x = torch.randn(4, 2)
+    before = x.clone()
+    with pytest.raises(thunder_ext.UnprovenInplaceError, match=r"copy_to_out_\(.*out=.*shares storage"):
+        compile(overlapping_source, strict=True)(x, torch.tensor([3]))
+    assert_close(x, before)
+
+
+def test_inplace_decisions_refuses_what_no_thunder_backend_compiled():
+    compiled = torch.compile(kv_write, backend="eager")
+    compiled(*kv_args())
+    with pytest.raises(TypeError, match=r"neither compiled by thunder .* nor by torch.compile with a thunder backend"):
+        thunder_ext.inplace_decisions(compiled)
+
+
+def test_the_plugin_is_registered_by_name():
+    compiled = thunder.compile(kv_write, recipe=DefaultExecutorsRecipe(), plugins="inplace")
+    with torch.no_grad():
+        args = kv_args()
+        expected = kv_write(*clone_args(args))
+        assert_close(compiled(*args), expected)
+    in_place(compiled, 2)

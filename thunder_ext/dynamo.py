@@ -1,0 +1,77 @@
+"""``thunder_ext.ThunderCompiler`` and ``thunder_ext.thunderfx``: thunder.dynamo's, with the extension added.
+
+``torch.compile(fn, backend=thunder_ext.ThunderCompiler())`` gives every thunder subgraph the extension's
+executor (first) and transform (last), as ``thunder_ext.jit`` does for one function; what thunder's
+splitter sends to Inductor is Inductor's. Arguments are those of ``thunder.dynamo.ThunderCompiler``
+(``thunder.jit``'s options) plus ``strict``.
+
+Guards: ThunderFX drops thunder's prologue checks of tensor metadata in favour of Dynamo's guards
+(``ExtractionOnlyPrologueTransform``), but keeps the rest of each subgraph's prologue. The extension's
+checks stay there: the aliased-arguments check (``transforms.aliased_arguments``; thunder's check of the
+call's alias groups, which it reads, is a string check and is kept too) and the leaf check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import thunder
+import thunder.dynamo
+import torch
+from thunder.core.transforms import Transform
+from thunder.dynamo.compiler import ThunderFXCompiledObject
+from thunder.dynamo.utils import get_torch_compile_kwargs
+from thunder.extend import Executor
+
+from thunder_ext.jit import with_extension
+
+
+class ThunderCompiler(thunder.dynamo.ThunderCompiler):
+    """A ``torch.compile`` backend: thunder.dynamo's ``ThunderCompiler`` with in-place writes run in place."""
+
+    def __init__(
+        self,
+        *,
+        executors: Sequence[Executor | str] | None = None,
+        transforms: Sequence[Transform] | None = None,
+        strict: bool = False,
+        **thunder_options: Any,
+    ) -> None:
+        super().__init__(**with_extension(executors, transforms, strict), **thunder_options)
+
+
+def thunderfx(fn: Callable, /, **kwargs: Any) -> ThunderFXCompiledObject:
+    """``thunder.dynamo.thunderfx`` with the extension: ``torch.compile``'s options go to it, the others
+    (``executors``, ``transforms``, ``strict``, ``thunder.jit``'s) to ``thunder_ext.ThunderCompiler``."""
+    compile_kwargs = get_torch_compile_kwargs(**kwargs)
+    backend = ThunderCompiler(**{k: v for k, v in kwargs.items() if k not in compile_kwargs})
+    return ThunderFXCompiledObject(backend, torch.compile(fn, backend=backend, **compile_kwargs))
+
+
+def thunder_subgraphs(compiled: object) -> list[Callable]:
+    """The thunder-compiled subgraphs behind a ``thunderfx`` result, a ``ThunderCompiler``, or what
+    ``torch.compile(..., backend=<a ThunderCompiler>)`` returns (``thunder.compile`` with ``thunder.fx``)."""
+    backend = compiled._backend if isinstance(compiled, ThunderFXCompiledObject) else compiled
+    if not isinstance(backend, thunder.dynamo.ThunderCompiler):
+        backend = _torch_compile_backend(compiled)
+    return [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns or ()]
+
+
+def _torch_compile_backend(compiled: object) -> thunder.dynamo.ThunderCompiler:
+    # torch.compile keeps no public handle on its backend. The one place the extension reads Dynamo's
+    # internals (torch 2.9): a compiled module holds its context as ``dynamo_ctx``, a compiled function in
+    # its closure; the context's callback wraps the backend in layers that each keep the one below as
+    # ``_torchdynamo_orig_backend``, down to torch's ``_TorchCompileWrapper`` around the user's backend.
+    cells = (c.cell_contents for c in getattr(compiled, "__closure__", None) or ())
+    context = getattr(compiled, "dynamo_ctx", None) or next((c for c in cells if hasattr(c, "callback")), None)
+    layer = getattr(context, "callback", None)
+    while layer is not None and not isinstance(layer, torch._TorchCompileWrapper):
+        layer = getattr(layer, "_torchdynamo_orig_backend", None)
+    backend = getattr(layer, "compiler_fn", None)
+    if not isinstance(backend, thunder.dynamo.ThunderCompiler):
+        raise TypeError(
+            f"{compiled!r} is neither compiled by thunder (thunder.jit, thunder.compile) nor by torch.compile "
+            "with a thunder backend (thunder_ext.ThunderCompiler, thunder_ext.thunderfx)"
+        )
+    return backend

@@ -1,0 +1,44 @@
+"""``thunder_ext.Inplace``: the extension as a ``thunder.Plugin``, registered as ``"inplace"``.
+
+``thunder.compile(model, plugins="inplace")`` (or ``plugins=[thunder_ext.Inplace(strict=True), ...]``)
+adds the extension's executor and transform to whatever the recipe picks, under either interpreter:
+with ``thunder.jit`` they go to the jit, with ``thunder.fx`` to every thunder subgraph of the
+``ThunderCompiler`` backend.
+
+Where it goes among the others (``Recipe.apply`` orders PRE plugins, then the recipe, then POST plugins,
+for executors and transforms alike):
+
+- PRE, so that ``inplace_ex`` comes before the recipe's fuser: a fusion region is compiled with the
+  operators its executor list claimed first, and ``copy_to_out_`` is the extension's own.
+- So its transform runs before the recipe's and the POST plugins': before ``PrunePrologueChecks``, which
+  keeps the extension's prologue checks (they are not metadata checks); before ``reduce-overhead``'s
+  ``CUDAGraphTransform``, which must capture the in-place trace, not the copies it replaces.
+"""
+
+from __future__ import annotations
+
+from thunder.core.recipe import Plugin, PluginPolicy
+from thunder.core.transforms import Transform
+from thunder.extend import Executor
+from thunder.plugins import register_plugin
+
+from thunder_ext.executors import inplace_ex
+from thunder_ext.transforms import InplaceTransform
+
+
+class Inplace(Plugin):
+    """Run in-place writes in place under ``thunder.compile``; ``strict=True`` as in ``thunder_ext.jit``."""
+
+    policy = PluginPolicy.PRE
+
+    def __init__(self, *, strict: bool = False) -> None:
+        self.strict = strict
+
+    def setup_executors(self) -> list[Executor]:
+        return [inplace_ex]
+
+    def setup_transforms(self) -> list[Transform]:
+        return [InplaceTransform(strict=self.strict)]
+
+
+register_plugin("inplace", Inplace)
