@@ -1,7 +1,7 @@
 """Every way in gives the same in-place writes: ``thunder_ext.jit``, ``thunder.compile(..., plugins="inplace")``
 under either interpreter, ``thunder_ext.thunderfx``, and ``torch.compile(..., backend=thunder_ext.ThunderCompiler())``.
 
-Each runs under each executor set (the recipe below uses thunder's default executors, which the
+Each runs under each executor set (the plugin's recipe, ``thunder_ext.DefaultExecutorsRecipe``, uses thunder's default executors, which the
 ``executor_set`` fixture sets), against eager PyTorch on equal inputs: outputs, every argument, buffers,
 gradients, and every write in place. A torch.compile entry point that fell back to eager would run no
 thunder subgraph, so each test also requires decisions from one.
@@ -14,23 +14,15 @@ import copy
 import pytest
 import thunder
 import torch
-from thunder.recipes import BaseRecipe
 from torch.testing import assert_close
 
 import thunder_ext
 from helpers import assert_matches_eager, clone_args
 
 
-class DefaultExecutorsRecipe(BaseRecipe):
-    """thunder's default recipe with thunder's default executors instead of its one fuser."""
-
-    def setup_executors(self):
-        return list(thunder.get_default_executors())
-
-
 def plugin(interpreter: str):
     def compile(fn, strict=False):
-        recipe = DefaultExecutorsRecipe(interpreter=interpreter)
+        recipe = thunder_ext.DefaultExecutorsRecipe(interpreter=interpreter)
         return thunder.compile(fn, recipe=recipe, plugins=[thunder_ext.Inplace(strict=strict)])
 
     return compile
@@ -186,7 +178,7 @@ def test_inplace_decisions_refuses_what_no_thunder_backend_compiled():
 
 
 def test_the_plugin_is_registered_by_name():
-    compiled = thunder.compile(kv_write, recipe=DefaultExecutorsRecipe(), plugins="inplace")
+    compiled = thunder.compile(kv_write, recipe=thunder_ext.DefaultExecutorsRecipe(), plugins="inplace")
     with torch.no_grad():
         args = kv_args()
         expected = kv_write(*clone_args(args))

@@ -24,7 +24,7 @@ from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.dynamo import ThunderCompiler, thunderfx
 from thunder_ext.jit import jit
-from thunder_ext.plugin import Inplace  # registers the plugin "inplace"
+from thunder_ext.plugin import DefaultExecutorsRecipe, Inplace  # registers the plugin "inplace"
 from thunder_ext.primitive import CopyToOutError, copy_to_out_
 from thunder_ext.tensor_scatter import tensor_scatter_
 from thunder_ext.transforms import (
@@ -38,6 +38,7 @@ from thunder_ext.transforms import (
 __all__ = [
     "AliasedArgumentsError",
     "CopyToOutError",
+    "DefaultExecutorsRecipe",
     "Inplace",
     "InplaceDecision",
     "InplaceOrderingError",

@@ -1,4 +1,5 @@
-"""``thunder_ext.Inplace``: the extension as a ``thunder.Plugin``, registered as ``"inplace"``.
+"""``thunder_ext.Inplace``: the extension as a ``thunder.Plugin``, registered as ``"inplace"``; and
+``thunder_ext.DefaultExecutorsRecipe``, for ``thunder.compile`` where nvFuser is absent.
 
 ``thunder.compile(model, plugins="inplace")`` (or ``plugins=[thunder_ext.Inplace(strict=True), ...]``)
 adds the extension's executor and transform to whatever the recipe picks, under either interpreter:
@@ -17,10 +18,12 @@ for executors and transforms alike):
 
 from __future__ import annotations
 
+import thunder
 from thunder.core.recipe import Plugin, PluginPolicy
 from thunder.core.transforms import Transform
 from thunder.extend import Executor
 from thunder.plugins import register_plugin
+from thunder.recipes import BaseRecipe
 
 from thunder_ext.executors import inplace_ex
 from thunder_ext.transforms import InplaceTransform
@@ -42,3 +45,13 @@ class Inplace(Plugin):
 
 
 register_plugin("inplace", Inplace)
+
+
+class DefaultExecutorsRecipe(BaseRecipe):
+    """thunder's default recipe (``PrunePrologueChecks``) with thunder's default executors instead of its one
+    fuser. thunder 0.2.6's default recipe asks for nvFuser even where it is absent (a CPU), and then passes
+    ``None`` as an executor, which ``thunder.jit`` refuses; ``BaseRecipe(fuser="torch.compile")`` runs
+    everywhere but leaves thunder's other executors out."""
+
+    def setup_executors(self) -> list[Executor]:
+        return list(thunder.get_default_executors())
