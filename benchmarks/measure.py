@@ -29,7 +29,7 @@ def compiled(runner: str, fn: Callable) -> Callable:
     if runner == "eager":
         return fn
     if runner in (TORCH_COMPILE, TORCH_COMPILE_FRESH, THUNDER_TC, THUNDER_EXT_TC):
-        _configure_inductor()
+        configure_inductor()
     if runner == "thunder.jit":
         return thunder.jit(fn)
     if runner == "thunder_ext.jit":
@@ -45,7 +45,7 @@ def compiled(runner: str, fn: Callable) -> Callable:
     raise ValueError(f"unknown runner {runner!r}; expected one of {RUNNERS}")
 
 
-def _configure_inductor() -> None:
+def configure_inductor() -> None:
     # Inductor's background compile workers import modules while thunder's interpreter, tracing a
     # later jit in this process, iterates such dicts ("dictionary changed size during iteration").
     torch._inductor.config.compile_threads = 1

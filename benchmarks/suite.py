@@ -21,7 +21,16 @@ from pathlib import Path
 
 import torch
 
-from thunder_ext.benchmarks import adam, compile_time, decode, kv_cache_write, kv_idioms, prefill, requires_grad
+from thunder_ext.benchmarks import (
+    adam,
+    compile_time,
+    decode,
+    entry_points,
+    kv_cache_write,
+    kv_idioms,
+    prefill,
+    requires_grad,
+)
 from thunder_ext.benchmarks.measure import machine, report_status
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.extras import require
@@ -34,6 +43,7 @@ CASES = {
     "compile": compile_time,
     "kv_idioms": kv_idioms,
     "requires_grad": requires_grad,
+    "entry_points": entry_points,
 }
 
 
