@@ -2,9 +2,9 @@
 # GPU check: run tests/test_gpu.py and, when they exist, the decode and Adam benchmarks on a CUDA machine, and
 # write the results into docs/ (docs/gpu_results.md, docs/benchmarks/gpu/).
 #
-# The GPU machine (../shared/ENVIRONMENT.md): Python 3.12 with torch 2.11 (CUDA) preinstalled, no package
-# registry. What thunder-ext needs beyond that travels as wheels in .whl/ (git-ignored). Prepare them here, once,
-# from the repository root (2.8 MB; all pure Python but optree):
+# The GPU machine it was written for: one H100 or H200, Python 3.12 with torch 2.11 (CUDA 13) preinstalled, no
+# package registry. What thunder-ext needs beyond that travels as wheels in .whl/ (git-ignored). Prepare them
+# here, once, from the repository root (2.8 MB; all pure Python but optree):
 #
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
