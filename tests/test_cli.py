@@ -82,6 +82,13 @@ def test_each_command_help_names_the_command(command, capsys):
     assert out.startswith(f"usage: thunder-ext {command} ") and "minutes" in out
 
 
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+def test_python_dash_m_runs_the_command_line():
+    done = subprocess.run([sys.executable, "-m", "thunder_ext.cli", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: thunder-ext ") and all(f"    {c} " in done.stdout for c in ("demo", "bench"))
+
+
 def test_importing_the_project_hides_thunders_transformer_engine_warning_only():
     code = "import thunder_ext, warnings; warnings.warn('a warning of the user')"
     err = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True).stderr
@@ -109,6 +116,11 @@ def test_the_demo_says_when_the_spread_is_too_wide_to_conclude():
     noisy = summary({"eager": [1.0, 2.0, 1.5, 1.2], "thunder_ext.jit": [1.1, 1.9, 1.4, 1.3]})
     assert "quartiles" in clear[1] and "too noisy" not in clear[1]
     assert "too noisy to conclude" in noisy[1]
+
+
+def test_the_demo_gives_the_extension_both_ratios_with_their_spread_even_when_noisy():
+    *_, ext = summary({"eager": [1.0, 1.1, 1.0, 0.9], "thunder.jit": [1.0, 2.0, 1.5, 1.2], "thunder_ext.jit": [1.1, 1.9, 1.4, 1.3]})
+    assert "; 1.35x eager (1.22-1.56); 1.00x thunder.jit (0.77-1.33, spreads overlap: too noisy to conclude)" in ext
 
 
 @pytest.fixture

@@ -32,3 +32,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     else:
         from thunder_ext.demo import main as run
     run(rest, prog=prog)
+
+
+if __name__ == "__main__":
+    main()

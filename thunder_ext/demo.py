@@ -77,18 +77,19 @@ def quartiles(samples: list[float]) -> tuple[float, float, float]:
     return q1, median, q3
 
 
-def summary(samples: dict[str, list[float]], reference: str = "eager") -> list[str]:
-    """One line per runner: the median ms per token, the spread (quartiles) and the ratio to the reference,
-    with a warning where the two spreads overlap: the ratio is then within the noise."""
-    ref_q1, ref_median, ref_q3 = quartiles(samples[reference])
+def summary(samples: dict[str, list[float]]) -> list[str]:
+    """One line per runner: the median ms per token with its spread (quartiles), then its ratio to each runner
+    before it, with the ratio's spread (the lowest and highest ratio the two spreads allow). Where that
+    spread includes 1, the two spreads overlap: the ratio is within the noise, and the line says so."""
+    stats = {name: quartiles(s) for name, s in samples.items()}
     lines = []
-    for name, s in samples.items():
-        q1, median, q3 = quartiles(s)
-        spread = f"quartiles {q1 * 1e3:.2f}-{q3 * 1e3:.2f}"
-        line = f"{name:>16}: {median * 1e3:8.2f} ms/token ({spread}), {median / ref_median:.2f}x {reference}"
-        if name != reference and q1 <= ref_q3 and ref_q1 <= q3:
-            line += " -- spreads overlap: too noisy to conclude (more --tokens, or a quieter machine)"
-        lines.append(line)
+    for i, (name, (q1, median, q3)) in enumerate(stats.items()):
+        line = f"{name:>16}: {median * 1e3:8.2f} ms/token (quartiles {q1 * 1e3:.2f}-{q3 * 1e3:.2f})"
+        for other, (o1, o_median, o3) in list(stats.items())[:i]:
+            low, high = q1 / o3, q3 / o1
+            noisy = ", spreads overlap: too noisy to conclude" if low <= 1 <= high else ""
+            line += f"; {median / o_median:.2f}x {other} ({low:.2f}-{high:.2f}{noisy})"
+        lines.append(line + (" -- more --tokens, or a quieter machine" if "too noisy" in line else ""))
     return lines
 
 
