@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from thunder_ext.benchmarks import kv_cache_write
+from thunder_ext.benchmarks import entry_points, kv_cache_write
 from thunder_ext.benchmarks.measure import RUNNERS, THUNDER_EXT_TC, THUNDER_TC, Allocations, allocations
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.benchmarks.suite import parse, record_targets, targets_page
@@ -64,3 +64,27 @@ def test_the_torch_compile_executor_runners_have_their_targets():
                4096: (slower, {r: Allocations(0, 0, 0) for r in RUNNERS})}  # fmt: skip
     parity = [t for t in kv_cache_write.report(results).targets if THUNDER_TC in t.text]
     assert [(t.text.split(":")[0], t.met) for t in parity] == [("L=256", True), ("L=4096", False)]
+
+
+def test_entry_points_targets_follow_the_measurements():
+    adam = ("adam", 32, 2**18)
+    runners = [entry_points.EAGER, entry_points.INDUCTOR, entry_points.STOCK_BACKEND, entry_points.EXT_BACKEND,
+               entry_points.STOCK_BACKEND_TC, entry_points.EXT_BACKEND_TC]  # fmt: skip
+    seconds = {r: 1e-3 for r in runners} | {entry_points.EXT_BACKEND: 1.3e-3}
+    parameter_sized = {r: Allocations(2**20, 2**20, 2**20) for r in runners}
+    no_allocation = dict.fromkeys(runners, Allocations(0, 0, 0)) | {entry_points.EXT_BACKEND: parameter_sized[entry_points.EXT_BACKEND]}
+    kv = ("kv_write", 1, 2048)
+    plugin_slower = {entry_points.JIT: 1e-4, entry_points.PLUGIN: 1.1e-4}
+    table = entry_points.report({
+        adam: (seconds, dict.fromkeys(runners, 1.0), no_allocation, (128, 128)),
+        kv: (plugin_slower, dict.fromkeys(plugin_slower, 1.0), dict.fromkeys(plugin_slower, Allocations(0, 0, 0)), (2, 2)),
+    })  # fmt: skip
+    met = {t.text.split(": ", 1)[1]: t.met for t in table.targets}
+    ext, ext_tc = entry_points.EXT_BACKEND, entry_points.EXT_BACKEND_TC
+    assert met[f"{ext} no slower than {entry_points.STOCK_BACKEND}"] is False
+    assert met[f"{ext} at most 1.2x Inductor"] is False
+    assert met[f"{ext}, no parameter-sized allocation per step"] is False
+    assert met[f"{ext_tc} no slower than {entry_points.STOCK_BACKEND_TC}"] is True
+    assert met[f"{ext_tc}, no parameter-sized allocation per step"] is True
+    assert met["through the plugin no slower per call than through thunder_ext.jit"] is False
+    assert "32 × 262,144" in table.markdown("test machine")
