@@ -16,6 +16,7 @@ Two kinds of operator:
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable
 
 import torch
@@ -47,7 +48,14 @@ def _base_update(update: Callable[..., object]) -> Callable[..., torch.Tensor]:
     def run(base: torch.Tensor, *args, out: torch.Tensor, **kwargs) -> torch.Tensor:
         if base is not out:
             out.copy_(base)
-        update(out, *args, **kwargs)
+        try:
+            update(out, *args, **kwargs)
+        except (IndexError, RuntimeError) as error:  # an index out of range; costs nothing until raised
+            # imported here: importing it wraps thunder's in-place ops, which thunder_gaps (that imports this
+            # module) has yet to complete
+            from thunder_ext.inplace_errors import named_runtime_error
+
+            raise named_runtime_error(update.__name__, (out, *args), kwargs, error, sys._getframe(1)) from error
         return out
 
     return run

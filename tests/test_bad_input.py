@@ -25,6 +25,12 @@ def kv_write(k, pos, new):
     return k.sum()
 
 
+def kv_write_at_int(k, new):
+    # a position as a Python int, where index_copy_ takes a tensor of positions
+    k.index_copy_(2, 3, new)
+    return k.sum()
+
+
 def kv_write_next(k, pos, new):
     k.index_copy_(2, (pos + 1).long(), new)  # an int8 position wraps from 127 to -128
     return k.sum()
@@ -64,6 +70,10 @@ def write_then_bad_index(x, y, pos, src):
     x.add_(1.0)
     y.index_copy_(0, pos, src)
     return x.sum()
+
+
+def write_another_base_updated_at_a_bad_index(x, y, pos, src):
+    y.copy_(x.index_copy(0, pos, src))
 
 
 def bad_index_then_write(x, y, pos, src):
@@ -130,7 +140,7 @@ class Case:
     id: str
     fn: Callable
     make_args: Callable[[], list]
-    error: type[BaseException] | tuple[type[BaseException], ...]
+    error: type[BaseException]
     match: str
 
 
@@ -154,11 +164,18 @@ CASES = [
          thunder_ext.CopyToOutError, r"copy_to_out_: cannot write `\w+` into `\w+`: device .*cpu.* vs .*meta"),
     Case("copy-to-out-shape", direct_copy_to_out, lambda: [torch.randn(3), torch.empty(4)],
          thunder_ext.CopyToOutError, r"copy_to_out_: cannot write `\w+` into `\w+`: shape \(3,\) vs \(4,\)"),
+    Case("int-position", kv_write_at_int, lambda: [cache(), token()], TypeError,
+         r"^index_copy_: cannot write into self \(float32, shape \(1, 2, 4, 3\)\) from source \(float32, shape "
+         r"\(1, 2, 1, 3\)\) at .*test_bad_input\.py:\d+: `k\.index_copy_\(2, 3, new\)`: `index` must be a tensor, "
+         r"got int 3$"),
     Case("float-positions", kv_write, lambda: [cache(), torch.tensor([1.0]), token()], RuntimeError, r"index"),
     Case("int32-positions", kv_write, lambda: [cache(), torch.tensor([1], dtype=torch.int32), token()], RuntimeError,
-         r"Expected a long tensor for index"),
+         r"^index_copy_: cannot write into self \(float32, .*\) from index \(int32, shape \(1,\)\), .* at "
+         r".*test_bad_input\.py:\d+: `k\.index_copy_\(2, pos, new\)`: index_copy_\(\): Expected a long tensor for index"),
     Case("out-of-range", kv_write, lambda: [cache(), torch.tensor([100]), token()], IndexError,
-         r"index 100 is out of bounds"),
+         r"^index_copy_: cannot write into self \(float32, shape \(1, 2, 4, 3\)\) from index \(int64, shape \(1,\)\), "
+         r"source \(float32, shape \(1, 2, 1, 3\)\) at .*test_bad_input\.py:\d+: `k\.index_copy_\(2, pos, new\)`: "
+         r"index_copy_\(\): index 100 is out of bounds for dimension 2 with size 4$"),
     Case("negative-position", kv_write, lambda: [cache(), torch.tensor([-1]), token()], IndexError,
          r"index -1 is out of bounds"),
     Case("position-overflow", kv_write_next, lambda: [cache(), torch.tensor([127], dtype=torch.int8), token()],
@@ -186,6 +203,8 @@ CASES = [
          r"list index out of range"),
     Case("bad-index-before-a-write", bad_index_then_write,
          lambda: [torch.zeros(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
+    Case("bad-index-of-another-base", write_another_base_updated_at_a_bad_index,
+         lambda: [torch.ones(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
     Case("bad-index-after-a-write", write_then_bad_index,
          lambda: [torch.zeros(3), torch.zeros(3), torch.tensor([7]), torch.ones(1)], IndexError, r"out of bounds"),
     Case("scatter-mode", scatter_write(mode="wrap"), scatter_args, ValueError,
@@ -244,8 +263,9 @@ def test_bad_input_raises_and_leaves_inputs_as_eager_does(case: Case, executor_s
         expected = before  # eager accepts it: the refusal must not have written anything
     except Exception:
         expected = eager_args
-    with pytest.raises(case.error, match=case.match):
+    with pytest.raises(case.error, match=case.match) as raised:
         thunder_ext.jit(case.fn)(*args)
+    assert raised.type is case.error
     for i, (a, e) in enumerate(zip(args, expected)):
         if a.device.type != "meta":
             assert_close(a.detach(), e.detach(), msg=lambda m: f"argument {i} differs from eager after the error: {m}")

@@ -1,4 +1,4 @@
-"""Trace-time errors of in-place ops that name the op and the tensors, as eager PyTorch's do.
+"""Errors of in-place ops that name the op and the tensors, as eager PyTorch's do.
 
 thunder 0.2.6 traces ``k.index_copy_(2, pos, new)`` into its out-of-place op and a copy back, and a bad
 input fails deep inside, with a message that names neither the op nor the tensor: "Expected dtype
@@ -6,8 +6,12 @@ thunder.dtypes.float32 but found thunder.dtypes.float64!". This module wraps the
 (the ``meta``) of every in-place symbol thunder registers, so that the error says which op failed, the
 tensor it writes into and the other tensors it was given (dtype, shape), the user's line that called it
 (which names the tensors as the program does), then thunder's text. The error keeps thunder's type and
-is raised while tracing, before anything runs. Like ``thunder_gaps``, it adapts thunder's own tables at
-import, so stock ``thunder.jit`` gains it too.
+is raised while tracing, before anything runs, except that a number or another non-tensor where the op
+takes a tensor only is a ``TypeError``, as in eager (thunder raises ``ValueError``). Like ``thunder_gaps``,
+it adapts thunder's own tables at import, so stock ``thunder.jit`` gains it too.
+
+What fails only when it runs (an index out of range) fails in the op's kernel: ``named_runtime_error``
+names it the same way for the executor that ran it (``executors/torch_inplace.py``).
 """
 
 from __future__ import annotations
@@ -15,18 +19,24 @@ from __future__ import annotations
 import functools
 import inspect
 import linecache
+import re
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import thunder.torch as ltorch
+import torch
 from thunder.core.interpreter import get_interpreterruntimectx
 from thunder.core.proxies import TensorProxy
 
 _NAMED = "_thunder_ext_names_the_op"  # set on an error already named, so that nested in-place ops name it once
+# thunder's printer puts the user's line above the statements traced from it (``TraceCtx.python``)
+_SOURCE_COMMENT = re.compile(r"^  # (.+):(\d+): \t(.*)$")
 
 
-def describe(name: str, value: TensorProxy) -> str:
-    return f"{name} ({str(value.dtype).removeprefix('thunder.dtypes.')}, shape {tuple(value.shape)})"
+def describe(name: str, value: TensorProxy | torch.Tensor) -> str:
+    dtype = str(value.dtype).removeprefix("thunder.dtypes.").removeprefix("torch.")
+    return f"{name} ({dtype}, shape {tuple(value.shape)})"
 
 
 def user_line() -> str:
@@ -41,18 +51,42 @@ def user_line() -> str:
     return f" at {filename}:{positions.lineno}" + (f": `{source}`" if source else "")
 
 
-def named_error(op: str, signature: inspect.Signature | None, args: tuple, kwargs: dict, error: Exception) -> Exception:
-    """``error`` again, its text prefixed with the op, the tensor it writes and its other tensor inputs."""
+def computation_user_line(frame: FrameType) -> str:
+    """`` at file:line: source`` of the user's code that the statement running in ``frame``, a computation
+    thunder generated from a trace, was traced from; "" where the computation shows none."""
+    for line in reversed(linecache.getlines(frame.f_code.co_filename)[: frame.f_lineno - 1]):
+        if not line.strip():  # the statements of one user line follow its comment with no blank line
+            break
+        if match := _SOURCE_COMMENT.match(line):
+            filename, lineno, source = match[1], match[2], match[3].strip()
+            return f" at {filename}:{lineno}" + (f": `{source}`" if source else "")
+    return ""
+
+
+def _bound(signature: inspect.Signature | None, args: tuple, kwargs: dict) -> dict[str, Any]:
     try:
-        bound = signature.bind(*args, **kwargs).arguments if signature is not None else {}
+        return signature.bind(*args, **kwargs).arguments if signature is not None else {}
     except TypeError:  # thunder's own error is about the arguments themselves
-        bound = {}
-    tensors = [(name, v) for name, v in bound.items() if isinstance(v, TensorProxy)]
+        return {}
+
+
+def _not_a_tensor(signature: inspect.Signature | None, bound: dict[str, Any]) -> TypeError | None:
+    """Eager's error type for a non-tensor where the op takes a tensor only, naming the argument."""
+    for name, value in bound.items():
+        if signature.parameters[name].annotation == "TensorLike" and not isinstance(value, TensorProxy):
+            return TypeError(f"`{name}` must be a tensor, got {type(value).__name__} {value!r}")
+    return None
+
+
+def named_error(op: str, bound: dict[str, Any], error: Exception, where: str) -> Exception:
+    """``error`` again, its text prefixed with the op, the tensor it writes, its other tensor inputs and
+    ``where`` the user's code called it."""
+    tensors = [(name, v) for name, v in bound.items() if isinstance(v, (TensorProxy, torch.Tensor))]
     if not tensors:
         return error
     (_, written), rest = tensors[0], tensors[1:]
     given = f" from {', '.join(describe(n, v) for n, v in rest)}" if rest else ""
-    text = f"{op}: cannot write into {describe('self', written)}{given}{user_line()}: {error}"
+    text = f"{op}: cannot write into {describe('self', written)}{given}{where}: {error}"
     try:
         named = type(error)(text)
     except Exception:  # an error type that does not take one message: keep thunder's error as it is
@@ -61,11 +95,22 @@ def named_error(op: str, signature: inspect.Signature | None, args: tuple, kwarg
     return named
 
 
-def _naming_errors(op: str, meta: Callable) -> Callable:
+def named_runtime_error(op: str, args: tuple, kwargs: dict, error: Exception, caller: FrameType) -> Exception:
+    """``error`` of the in-place op ``op`` (its name in ``thunder.torch``) as an executor ran it with ``args``,
+    named as a trace-time error is; ``caller`` is the frame of thunder's computation that ran the executor."""
+    meta = getattr(ltorch, op).meta
+    return named_error(op, _bound(_signature(meta), args, kwargs), error, computation_user_line(caller))
+
+
+def _signature(meta: Callable) -> inspect.Signature | None:
     try:
-        signature = inspect.signature(meta)
+        return inspect.signature(meta)
     except (TypeError, ValueError):
-        signature = None
+        return None
+
+
+def _naming_errors(op: str, meta: Callable) -> Callable:
+    signature = _signature(meta)
 
     @functools.wraps(meta)
     def meta_naming_errors(*args, **kwargs):
@@ -74,7 +119,8 @@ def _naming_errors(op: str, meta: Callable) -> Callable:
         except Exception as error:
             if getattr(error, _NAMED, False):
                 raise
-            named = named_error(op, signature, args, kwargs, error)
+            bound = _bound(signature, args, kwargs)
+            named = named_error(op, bound, _not_a_tensor(signature, bound) or error, user_line())
             if named is error:
                 raise
             raise named from error

@@ -9,7 +9,9 @@ for the order that will run. For each write ``w = copy_to_out_(c, out=o)`` it ch
 2. *Aliasing*, for ``c``'s producer ``p`` to run directly in ``o``'s storage (so ``c`` aliases ``o``):
    ``p`` has an in-place form (``executors.torch_inplace``); ``c`` is ``p``'s only result;
    ``p``'s base argument is ``o`` itself or shares no storage with ``o``, and no other argument
-   shares storage with ``o``. Then either
+   shares storage with ``o``; a base other than ``o`` is loaded into ``o`` before ``p`` runs, so ``p``
+   must not be able to fail at runtime then (an index out of range would leave ``o`` overwritten).
+   Then either
    - ``c`` is consumed by nothing but the write: ``p`` moves down to the write, or
    - ``o`` exists before ``p`` runs, and nothing between ``p`` and the write reads or writes ``o``'s
      storage, or is among the ops the write must follow (its ``after``): the write moves up to ``p``
@@ -54,6 +56,7 @@ from thunder_ext.transforms.aliasing import (
     is_thunder_copy,
     is_update_aliases,
     is_view_op,
+    may_fail_at_runtime,
     source_line,
     tensor_args,
     tensor_outs,
@@ -168,6 +171,9 @@ def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases)
         base, others = producer.args[0], args[1:]
         if isinstance(base, TensorProxy) and aliases.may_overlap(base, out) and not aliases.same_tensor(base, out):
             return f"its base `{base.name}` overlaps `{out.name}` without being it"
+        # its base is loaded into `out` first, and an index out of range would then leave `out` overwritten
+        if not aliases.same_tensor(base, out) and may_fail_at_runtime(producer):
+            return f"`{name}` may fail at runtime (an index out of range) after loading its base `{base.name}` into `{out.name}`"
     else:
         others = [a for a in args if not aliases.same_tensor(a, out)]
     for a in others:
