@@ -18,7 +18,6 @@ reset before each).
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable
 

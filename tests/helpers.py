@@ -1,9 +1,20 @@
-"""Run a program under eager PyTorch and under thunder_ext.jit on equal inputs and compare everything."""
+"""Shared test setup: run a program under eager PyTorch and under thunder_ext.jit on equal inputs and compare
+everything; litgpt models stepped beside their jitted copies; adversarial schedulers that reorder a trace
+as any pass respecting dataflow may."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
+
 import torch
 import thunder
+from thunder.core import dtypes
+from thunder.core.codeutils import SigInfo
+from thunder.core.devices import cpu
+from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx, tracectx
+from thunder.core.transforms import Transform
 from torch.testing import assert_close
 
 import thunder_ext
@@ -46,3 +57,168 @@ def functionalized_trace(jfn):
     """The computation trace right after the functionalization pass."""
     return next(t for t in thunder.last_traces(jfn) if "functionalize writes" in str(t.get_provenance()))
 
+
+# Traces built by hand
+
+
+@contextlib.contextmanager
+def tracing(*names, shape=(4,)):
+    """A trace to call prims in, and tensors named ``names`` to call them on."""
+    trace = TraceCtx()
+    with tracectx(trace):
+        yield trace, [TensorProxy(n, shape=shape, device=cpu, dtype=dtypes.float32) for n in names]
+
+
+def computation(trace, *regions_and_return):
+    """``trace`` made of ``regions_and_return``, callable on its ``args``."""
+    trace.bound_symbols = list(regions_and_return)
+    trace._siginfo = SigInfo("computation")
+    trace._siginfo.args = [(a.name, None) for a in trace.args]
+    return trace
+
+
+# litgpt models and their KV caches
+
+
+THUNDER_VARIANTS = ["llama1-like", "long-context-like", "llama2-like", "codellama2-like", "gpt-neox-like"]
+VOCAB = 96
+
+
+def small_llama(**overrides) -> torch.nn.Module:
+    """A llama-style litgpt model small enough for CPU tests."""
+    import litgpt  # only where a test uses litgpt: its tests skip without it
+
+    config = dict(
+        block_size=64, vocab_size=VOCAB, padded_vocab_size=VOCAB, n_layer=2, n_head=8, n_embd=64,
+        n_query_groups=8, rotary_percentage=1.0, parallel_residual=False, bias=False,
+        norm_class_name="RMSNorm", mlp_class_name="LLaMAMLP", intermediate_size=128,
+    )  # fmt: skip
+    return litgpt.GPT(litgpt.Config(**{**config, **overrides})).eval()
+
+
+def caches(model) -> list[torch.Tensor]:
+    return [t for block in model.transformer.h for t in (block.attn.kv_cache.k, block.attn.kv_cache.v)]
+
+
+class Pair:
+    """An eager litgpt model and a thunder_ext-jitted deep copy, stepped together and compared each step.
+
+    ``step`` returns the jitted copy's logits, so whatever is computed from them is the extension's.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, context=contextlib.nullcontext, **tolerance):
+        self.eager, self.copy = model, copy.deepcopy(model)
+        self.jitted = thunder_ext.jit(self.copy)
+        self.context, self.tolerance = context, tolerance
+
+    def set_kv_cache(self, **kwargs) -> None:
+        self.eager.set_kv_cache(**kwargs)
+        self.copy.set_kv_cache(**kwargs)
+        self.pointers = [t.data_ptr() for t in caches(self.copy)]
+
+    def step(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode(), self.context():
+            got, want = self.jitted(x, input_pos), self.eager(x, input_pos)
+        assert_close(got, want, **self.tolerance)
+        for i, (a, b) in enumerate(zip(caches(self.copy), caches(self.eager))):
+            assert_close(a, b, **self.tolerance, msg=lambda m: f"cache buffer {i} differs from eager: {m}")
+        assert [t.data_ptr() for t in caches(self.copy)] == self.pointers, "a cache buffer moved to new storage"
+        copies = [str(d) for d in thunder_ext.inplace_decisions(self.jitted) if d.how == "copy"]
+        assert not copies, copies
+        return got
+
+    def greedy(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+        """Prefill ``prompt``, then decode: ``steps`` calls, each giving one token from the jitted copy's
+        logits (both models are fed it); returns all tokens."""
+        tokens, x, pos = prompt, prompt, torch.arange(prompt.shape[1])
+        for _ in range(steps):
+            x = self.step(x, pos)[:, -1].argmax(-1, keepdim=True)
+            tokens, pos = torch.cat((tokens, x), dim=1), pos[-1:] + 1
+        return tokens
+
+
+@torch.inference_mode()
+def greedy_without_cache(model: torch.nn.Module, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+    tokens = prompt
+    for _ in range(steps):
+        nxt = model(tokens)[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat((tokens, nxt), dim=1)
+    return tokens
+
+
+# Adversarial schedulers
+
+
+def without_dels(trace):
+    return [b for b in trace.bound_symbols if b.sym.name != "python_del"]
+
+
+def rescheduled(trace, bsyms):
+    """``trace`` with its ops in the order ``bsyms``, and ``del`` placed anew for that order."""
+    new = thunder.core.trace.from_trace(trace)
+    new.bound_symbols = bsyms
+    return thunder.executors.passes.del_last_used(new)
+
+
+def is_write_or_rename(bsym) -> bool:
+    return is_copy_to_out(bsym) or bsym.sym.name == "update_aliases"
+
+
+def hoist(trace, first):
+    """An adversarial scheduler: a topological order that runs the ops ``first`` picks as early as dataflow allows.
+
+    Legal for any pass that respects dataflow, so dataflow edges are all that keep a write below the
+    readers of the value it overwrites (``hoist_writes``) and above the readers of its new value
+    (``hoist_reads``).
+    """
+    *body, ret = without_dels(trace)
+    produced: set[str] = set()
+    scheduled = []
+    while body:
+        ready = [b for b in body if all(p.name in produced for p in b.flat_proxy_args)]
+        eager = [b for b in ready if first(b)]
+        pick = (eager or ready)[0]
+        body.remove(pick)
+        scheduled.append(pick)
+        produced.update(p.name for p in pick.flat_proxy_outs)
+    return rescheduled(trace, scheduled + [ret])
+
+
+def hoist_writes(trace):
+    return hoist(trace, is_write_or_rename)
+
+
+def hoist_reads(trace):
+    return hoist(trace, lambda b: not is_write_or_rename(b))
+
+
+def sink_reads(trace):
+    """The opposite adversary: every op but the writes runs as late as dataflow allows.
+
+    A reader of the old value then lands between the producer of ``computed`` and the write.
+    """
+    *body, ret = without_dels(trace)
+    placed = []
+    while body:
+        consumed = {p.name for b in body for p in b.flat_proxy_args}
+        ready = [b for b in body if not consumed & {o.name for o in b.flat_proxy_outs}]
+        late = [b for b in ready if not is_copy_to_out(b)]
+        pick = (late or ready)[0]  # the earliest first: in forward order it lands last
+        body.remove(pick)
+        placed.append(pick)
+    return rescheduled(trace, placed[::-1] + [ret])
+
+
+class SinkReads(Transform):
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        return sink_reads(trace)
+
+
+class HoistWrites(Transform):
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        return hoist_writes(trace)
+
+
+class HoistReads(Transform):
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        return hoist_reads(trace)

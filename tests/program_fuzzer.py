@@ -25,7 +25,7 @@ from torch.testing import assert_close
 
 import thunder_ext
 from helpers import clone_args
-from test_guarantees import HoistReads, HoistWrites, SinkReads
+from helpers import HoistReads, HoistWrites, SinkReads
 
 # thunder's own order (``Transform`` changes nothing), and the adversarial schedulers of test_guarantees.py:
 # each a legal reordering of the final trace before the checker sees it, so that only the ordering edges

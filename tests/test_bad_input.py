@@ -289,3 +289,18 @@ def test_the_docs_table_lists_exactly_these_cases():
     table = (Path(__file__).parents[1] / "docs" / "bad_input.md").read_text()
     documented = re.findall(r"^\| `([\w-]+)` \|", table, flags=re.M)
     assert documented == [c.id for c in CASES]
+
+
+# tensor_scatter_ outside the jit: the same checks, from the eager function itself
+SCATTER_BAD_INPUT = [c for c in CASES if c.id.startswith("scatter-")]
+WRITES_BEFORE_FAILING = {"scatter-past-end-after-a-write"}  # its first cache is written, as it should be
+
+
+@pytest.mark.parametrize("case", SCATTER_BAD_INPUT, ids=[c.id for c in SCATTER_BAD_INPUT])
+def test_tensor_scatter_in_eager_raises_naming_the_argument_before_writing(case):
+    args = case.make_args()
+    before = [a.clone() for a in args]
+    with pytest.raises(case.error, match=case.match):
+        case.fn(*args)
+    untouched = args[1:] if case.id in WRITES_BEFORE_FAILING else args
+    assert all(torch.equal(a, b) for a, b in zip(untouched, before[len(args) - len(untouched):]))

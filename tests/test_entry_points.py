@@ -184,3 +184,13 @@ def test_the_plugin_is_registered_by_name():
         expected = kv_write(*clone_args(args))
         assert_close(compiled(*args), expected)
     in_place(compiled, 2)
+
+
+@pytest.mark.executor_sets("defaults")
+@pytest.mark.parametrize("plugins", [["inplace", "reduce-overhead"], ["reduce-overhead", "inplace"]])
+def test_the_plugins_transform_runs_before_cuda_graphs_capture_the_trace(plugins):
+    from thunder.transforms.cudagraph import CUDAGraphTransform
+
+    compiled = thunder.compile(kv_write, recipe=thunder_ext.DefaultExecutorsRecipe(), plugins=plugins)
+    order = [type(t) for t in thunder.compile_data(compiled).transforms]
+    assert order.index(thunder_ext.InplaceTransform) < order.index(CUDAGraphTransform), order

@@ -18,11 +18,10 @@ import torch
 
 # litgpt comes with the test extra and with the GPU check's wheels; without it this module is skipped.
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
-from test_litgpt_kvcache import THUNDER_VARIANTS, Pair, greedy_without_cache, small_llama  # noqa: E402
 from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402
 
 import thunder_ext  # noqa: E402
-from helpers import assert_matches_eager  # noqa: E402
+from helpers import THUNDER_VARIANTS, Pair, assert_matches_eager, greedy_without_cache, small_llama  # noqa: E402
 from thunder_ext.executors import nvfuser_inplace_available  # noqa: E402
 from thunder_ext.executors.nvfuser_inplace import NO_CUDA  # noqa: E402
 from thunder_ext.transforms.aliasing import fused_writes  # noqa: E402

@@ -3,77 +3,11 @@
 import pytest
 import torch
 import thunder
-from thunder.core.transforms import Transform
 
 import thunder_ext
 from thunder_ext.transforms import InplaceOrderingError, InplaceTransform
 from thunder_ext.transforms.aliasing import is_copy_to_out
-from helpers import assert_matches_eager, functionalized_trace, writes_in
-
-
-def without_dels(trace):
-    return [b for b in trace.bound_symbols if b.sym.name != "python_del"]
-
-
-def rescheduled(trace, bsyms):
-    """``trace`` with its ops in the order ``bsyms``, and ``del`` placed anew for that order."""
-    new = thunder.core.trace.from_trace(trace)
-    new.bound_symbols = bsyms
-    return thunder.executors.passes.del_last_used(new)
-
-
-def is_write_or_rename(bsym) -> bool:
-    return is_copy_to_out(bsym) or bsym.sym.name == "update_aliases"
-
-
-def hoist(trace, first):
-    """An adversarial scheduler: a topological order that runs the ops ``first`` picks as early as dataflow allows.
-
-    Legal for any pass that respects dataflow, so dataflow edges are all that keep a write below the
-    readers of the value it overwrites (``hoist_writes``) and above the readers of its new value
-    (``hoist_reads``).
-    """
-    *body, ret = without_dels(trace)
-    produced: set[str] = set()
-    scheduled = []
-    while body:
-        ready = [b for b in body if all(p.name in produced for p in b.flat_proxy_args)]
-        eager = [b for b in ready if first(b)]
-        pick = (eager or ready)[0]
-        body.remove(pick)
-        scheduled.append(pick)
-        produced.update(p.name for p in pick.flat_proxy_outs)
-    return rescheduled(trace, scheduled + [ret])
-
-
-def hoist_writes(trace):
-    return hoist(trace, is_write_or_rename)
-
-
-def hoist_reads(trace):
-    return hoist(trace, lambda b: not is_write_or_rename(b))
-
-
-def sink_reads(trace):
-    """The opposite adversary: every op but the writes runs as late as dataflow allows.
-
-    A reader of the old value then lands between the producer of ``computed`` and the write.
-    """
-    *body, ret = without_dels(trace)
-    placed = []
-    while body:
-        consumed = {p.name for b in body for p in b.flat_proxy_args}
-        ready = [b for b in body if not consumed & {o.name for o in b.flat_proxy_outs}]
-        late = [b for b in ready if not is_copy_to_out(b)]
-        pick = (late or ready)[0]  # the earliest first: in forward order it lands last
-        body.remove(pick)
-        placed.append(pick)
-    return rescheduled(trace, placed[::-1] + [ret])
-
-
-class SinkReads(Transform):
-    def transform_trace_post_optimization(self, trace, **kwargs):
-        return sink_reads(trace)
+from helpers import HoistReads, HoistWrites, SinkReads, assert_matches_eager, functionalized_trace, hoist_writes, writes_in
 
 
 # The adversaries reschedule the top-level ops that the PyTorch executor runs one by one; inside a torch.compile
@@ -90,11 +24,6 @@ def test_reader_between_producer_and_write_keeps_the_write_a_copy():
     assert final.index("index_copy") < final.index("sum"), "the adversary must put the read after the producer"
     (decision,) = thunder_ext.inplace_decisions(jfn)
     assert decision.how == "copy" and "`sum` uses" in decision.reason
-
-
-class HoistWrites(Transform):
-    def transform_trace_post_optimization(self, trace, **kwargs):
-        return hoist_writes(trace)
 
 
 def read_then_overwrite(x, y):
@@ -145,11 +74,6 @@ def test_readers_of_new_value_depend_on_the_write_through_other_aliases():
     (write,) = writes_in(trace)
     consumers = [b for b in trace.bound_symbols if write.output.name in {p.name for p in b.flat_proxy_args}]
     assert consumers and consumers[0].sym.name == "update_aliases"
-
-
-class HoistReads(Transform):
-    def transform_trace_post_optimization(self, trace, **kwargs):
-        return hoist_reads(trace)
 
 
 def test_readers_of_new_value_depend_on_the_write_through_an_alias_named_before_it():

@@ -6,7 +6,7 @@ import thunder
 
 import thunder_ext
 from helpers import assert_matches_eager, functionalized_trace, writes_in
-from test_guarantees import HoistReads, HoistWrites, SinkReads
+from helpers import HoistReads, HoistWrites, SinkReads
 
 
 def test_thunder_pr_failing_case_index_copy_then_sdpa():

@@ -7,14 +7,11 @@ place (none fell back to a copy). Greedy decoding picks each token from the exte
 token checks compare the extension's own tokens.
 """
 
-import contextlib
-import copy
-
 import pytest
 import torch
-from torch.testing import assert_close
 
 import thunder_ext
+from helpers import THUNDER_VARIANTS, VOCAB, Pair, caches, greedy_without_cache, small_llama
 from thunder_ext.benchmarks.measure import gc_paused
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
@@ -30,70 +27,6 @@ def no_collection_while_thunder_traces():
     benchmarks' ``gc_paused`` explains it; here, as there, no collection runs while a test compiles."""
     with gc_paused():
         yield
-
-
-THUNDER_VARIANTS = ["llama1-like", "long-context-like", "llama2-like", "codellama2-like", "gpt-neox-like"]
-VOCAB = 96
-
-
-def small_llama(**overrides) -> litgpt.GPT:
-    """A llama-style litgpt model small enough for CPU tests."""
-    config = dict(
-        block_size=64, vocab_size=VOCAB, padded_vocab_size=VOCAB, n_layer=2, n_head=8, n_embd=64,
-        n_query_groups=8, rotary_percentage=1.0, parallel_residual=False, bias=False,
-        norm_class_name="RMSNorm", mlp_class_name="LLaMAMLP", intermediate_size=128,
-    )  # fmt: skip
-    return litgpt.GPT(litgpt.Config(**{**config, **overrides})).eval()
-
-
-def caches(model) -> list[torch.Tensor]:
-    return [t for block in model.transformer.h for t in (block.attn.kv_cache.k, block.attn.kv_cache.v)]
-
-
-class Pair:
-    """An eager litgpt model and a thunder_ext-jitted deep copy, stepped together and compared each step.
-
-    ``step`` returns the jitted copy's logits, so whatever is computed from them is the extension's.
-    """
-
-    def __init__(self, model: torch.nn.Module, *, context=contextlib.nullcontext, **tolerance):
-        self.eager, self.copy = model, copy.deepcopy(model)
-        self.jitted = thunder_ext.jit(self.copy)
-        self.context, self.tolerance = context, tolerance
-
-    def set_kv_cache(self, **kwargs) -> None:
-        self.eager.set_kv_cache(**kwargs)
-        self.copy.set_kv_cache(**kwargs)
-        self.pointers = [t.data_ptr() for t in caches(self.copy)]
-
-    def step(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode(), self.context():
-            got, want = self.jitted(x, input_pos), self.eager(x, input_pos)
-        assert_close(got, want, **self.tolerance)
-        for i, (a, b) in enumerate(zip(caches(self.copy), caches(self.eager))):
-            assert_close(a, b, **self.tolerance, msg=lambda m: f"cache buffer {i} differs from eager: {m}")
-        assert [t.data_ptr() for t in caches(self.copy)] == self.pointers, "a cache buffer moved to new storage"
-        copies = [str(d) for d in thunder_ext.inplace_decisions(self.jitted) if d.how == "copy"]
-        assert not copies, copies
-        return got
-
-    def greedy(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
-        """Prefill ``prompt``, then decode: ``steps`` calls, each giving one token from the jitted copy's
-        logits (both models are fed it); returns all tokens."""
-        tokens, x, pos = prompt, prompt, torch.arange(prompt.shape[1])
-        for _ in range(steps):
-            x = self.step(x, pos)[:, -1].argmax(-1, keepdim=True)
-            tokens, pos = torch.cat((tokens, x), dim=1), pos[-1:] + 1
-        return tokens
-
-
-@torch.inference_mode()
-def greedy_without_cache(model: torch.nn.Module, prompt: torch.Tensor, steps: int) -> torch.Tensor:
-    tokens = prompt
-    for _ in range(steps):
-        nxt = model(tokens)[:, -1].argmax(-1, keepdim=True)
-        tokens = torch.cat((tokens, nxt), dim=1)
-    return tokens
 
 
 def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cache():

@@ -5,24 +5,19 @@ regions the way nvFuser's fusion pass does and runs their ops in order; what nvF
 alias output is tests/test_gpu.py's part.
 """
 
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import torch
 import thunder
-from thunder.core import dtypes, prims
-from thunder.core.codeutils import SigInfo
-from thunder.core.devices import cpu
-from thunder.core.proxies import TensorProxy
+from thunder.core import prims
 from thunder.core.rematerialization import rematerialize
-from thunder.core.trace import TraceCtx, tracectx
 from thunder.executors.passes import update_fusion_call_ctx
 from thunder.extend import FusionExecutor
 
 import thunder_ext
 from fake_nvfuser import fake_nvfuser, fake_nvfuser_jit, fusion_region
-from helpers import assert_matches_eager
+from helpers import assert_matches_eager, computation, tracing
 from thunder_ext.executors import nvfuser_inplace_available
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
@@ -32,14 +27,6 @@ from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 # Its own executors (a stand-in fusion executor), whatever thunder's defaults are.
 pytestmark = pytest.mark.executor_sets("defaults")
-
-
-@contextmanager
-def tracing(*names, shape=(4,)):
-    """A trace to call prims in, and tensors named ``names`` to call them on."""
-    trace = TraceCtx()
-    with tracectx(trace):
-        yield trace, [TensorProxy(n, shape=shape, device=cpu, dtype=dtypes.float32) for n in names]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -302,14 +289,6 @@ def test_a_view_of_a_written_value_that_leaves_the_region_stays_a_view_of_out():
 
 # ---------------------------------------------------------------------------------------------------
 # Traces of regions built by hand: what no jitted function here makes the fake nvFuser build
-
-
-def computation(trace, *regions_and_return):
-    """``trace`` made of ``regions_and_return``, callable on its ``args``."""
-    trace.bound_symbols = list(regions_and_return)
-    trace._siginfo = SigInfo("computation")
-    trace._siginfo.args = [(a.name, None) for a in trace.args]
-    return trace
 
 
 def test_a_later_region_writes_the_written_tensor_again():

@@ -13,8 +13,8 @@ from thunder.executors.passes import update_fusion_call_ctx
 from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
-from helpers import assert_matches_eager
-from test_nvfuser_region_proof import computation, fusion_region, tracing
+from fake_nvfuser import fusion_region
+from helpers import assert_matches_eager, computation, tracing
 from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
