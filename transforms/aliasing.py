@@ -200,6 +200,7 @@ def written_tensors(bsym: BoundSymbol) -> list[TensorProxy]:
 class _UnionFind:
     def __init__(self) -> None:
         self._parent: dict[str, str] = {}
+        self._members: dict[str, list[str]] = {}  # root -> every name of its class (absent: the root alone)
 
     def find(self, x: str) -> str:
         root = x
@@ -211,8 +212,16 @@ class _UnionFind:
 
     def union(self, a: str, b: str) -> None:
         ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self._parent[rb] = ra
+        if ra == rb:
+            return
+        if len(self.members(ra)) < len(self.members(rb)):  # the smaller class joins: linear overall
+            ra, rb = rb, ra
+        self._parent[rb] = ra
+        self._members.setdefault(ra, [ra]).extend(self._members.pop(rb, [rb]))
+
+    def members(self, x: str) -> list[str]:
+        root = self.find(x)
+        return self._members.get(root, [root])
 
 
 # Per dimension of a tensor: the indices start, start + step, ... (count of them).
@@ -323,3 +332,7 @@ class Aliases:
 
     def storage_key(self, a: TensorProxy) -> str:
         return self._storage.find(a.name)
+
+    def sharing_storage(self, a: TensorProxy) -> list[str]:
+        """The names of every proxy that shares storage with ``a``, ``a`` among them."""
+        return self._storage.members(a.name)

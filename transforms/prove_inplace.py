@@ -36,6 +36,7 @@ reported in an ``InplaceDecision``; with ``strict=True`` it raises ``UnprovenInp
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -71,6 +72,7 @@ from thunder_ext.transforms.fusion_regions import (
     rules_for,
     write_blocker,
 )
+from thunder_ext.transforms.trace_index import END, TOP, Position, TraceIndex
 
 How = Literal[
     "in place at the write", "in place at the producer", "in place in an nvFuser region", "in a torch.compile region", "copy"
@@ -124,22 +126,39 @@ def _in_order(bsym: BoundSymbol) -> bool:
     return bsym.sym.is_fusion and (rules := rules_for(bsym)) is not None and rules.in_order
 
 
-def _check_ordering(bsyms: list[BoundSymbol], j: int, write: BoundSymbol, aliases: Aliases) -> None:
-    """``write`` is ``bsyms[j]``, or a write that the fusion ``bsyms[j]`` runs.
+def _ops_at(index: TraceIndex, positions: list[Position]) -> Iterator[BoundSymbol]:
+    """The ops at ``positions``, in order: a region that runs its ops in order by its ops, any other as one op."""
+    seen: set[int] = set()
+    for slot, k in positions:
+        op = index.ops[slot]
+        if op is None:
+            continue
+        if not op.sym.is_fusion:
+            yield op
+        elif _in_order(op):
+            if k != TOP:
+                yield op.subsymbols[k]
+        elif slot not in seen:
+            seen.add(slot)
+            yield op
+
+
+def _check_ordering(index: TraceIndex, j: int, write: BoundSymbol) -> None:
+    """``write`` is the op in slot ``j``, or a write that the fusion there runs.
 
     A region counts as one op, or as its ops where it runs them in order: then the ops after the write
-    start inside its own region.
+    start inside its own region. Only ops that use ``out``'s storage can break the rule, so only they are
+    visited.
     """
     _, out = thunder_inplace_write(write)
-    region = bsyms[j]
+    region, aliases = index.ops[j], index.aliases
     if region is not write and _in_order(region):
-        new = {write.output.name}
-        later_ops = region.subsymbols[position_in(region, write) + 1 :]
+        new, start = {write.output.name}, (j, position_in(region, write))
     else:
-        new, later_ops = {o.name for o in tensor_outs(region)}, []
-    for b in bsyms[j + 1 :]:
-        later_ops.extend(b.subsymbols if _in_order(b) else [b])
-    for later in later_ops:
+        new, start = {o.name for o in tensor_outs(region)}, (j, END)
+    for later in _ops_at(index, index.storage_readers(out, after=start)):
+        if later.sym.id == PrimIDs.RETURN:
+            continue  # returning an alias hands over the tensor, it reads nothing
         args = data_args(later)
         writes = bool(written_tensors(later))
         if is_view_op(later) or is_update_aliases(later) or writes:
@@ -148,8 +167,6 @@ def _check_ordering(bsyms: list[BoundSymbol], j: int, write: BoundSymbol, aliase
                 new.update(o.name for o in tensor_outs(later))
             if not writes:
                 continue
-        if later.sym.id == PrimIDs.RETURN:
-            continue  # returning an alias hands over the tensor, it reads nothing
         stale = [a for a in args if a.name not in new and aliases.same_storage(a, out)]
         if stale:
             where = f" in `{region.sym.name}`" if region is not write else ""
@@ -186,33 +203,38 @@ def _touches(bsym: BoundSymbol, out: TensorProxy, aliases: Aliases) -> bool:
     return any(aliases.same_storage(a, out) for a in data_args(bsym))
 
 
-def _first_overwrite_of_inputs(producer: BoundSymbol, between: list[BoundSymbol], aliases: Aliases) -> BoundSymbol | None:
-    """The first op of ``between`` that writes storage ``producer`` reads: ``producer`` cannot move below it.
+def _writes_storage_of(bsym: BoundSymbol, t: TensorProxy, aliases: Aliases) -> bool:
+    return any(aliases.same_storage(w, t) for w in written_tensors(bsym))
+
+
+def _first(index: TraceIndex, positions: list[Position], holds: Callable[[BoundSymbol], bool]) -> int | None:
+    """The first slot among ``positions`` whose top-level op ``holds``."""
+    return next((s for s in index.slots(positions) if holds(index.ops[s])), None)
+
+
+def _first_overwrite_of_inputs(index: TraceIndex, i: int, j: int) -> int | None:
+    """The first slot between the producer's (``i``) and the write's (``j``) that writes storage the producer
+    reads: the producer cannot move below it.
 
     Storage, not ``after`` edges, decides: a write fused into its producer keeps no ``after``.
     """
-    reads = data_args(producer)
-    for b in between:
-        if any(aliases.same_storage(written, a) for written in written_tensors(b) for a in reads):
-            return b
-    return None
+    reads, aliases = data_args(index.ops[i]), index.aliases
+    between = [p for a in reads for p in index.storage_writers(a, after=(i, END), before=(j, TOP))]
+    return _first(index, between, lambda b: any(_writes_storage_of(b, a, aliases) for a in reads))
 
 
-def _read_after_overwrite(
-    bsyms: list[BoundSymbol], j: int, computed: TensorProxy, out: TensorProxy, aliases: Aliases
-) -> BoundSymbol | None:
+def _read_after_overwrite(index: TraceIndex, j: int, computed: TensorProxy, out: TensorProxy) -> int | None:
     """The first reader of ``computed`` that runs after a later write into ``out``'s storage.
 
     In place at the producer, ``computed`` is ``out``, so that reader would see the later value; no
     ordering edge keeps it above that write, which took ``computed`` for a tensor of its own (found by
     the fuzzer under an adversarial scheduler).
     """
-    overwritten = False
-    for b in bsyms[j + 1 :]:
-        if overwritten and any(a.name == computed.name for a in data_args(b)):
-            return b
-        overwritten = overwritten or any(aliases.same_storage(w, out) for w in written_tensors(b))
-    return None
+    aliases = index.aliases
+    overwrite = _first(index, index.storage_writers(out, after=(j, END)), lambda b: _writes_storage_of(b, out, aliases))
+    if overwrite is None:
+        return None
+    return next((s for s in index.slots(index.readers(computed, after=(overwrite, END))) if index.reads(s, computed)), None)
 
 
 def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
@@ -223,43 +245,50 @@ def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: 
     return fused.from_bsym(source_filename=write.source_filename, source_positions=write.source_positions)
 
 
-def _decide(bsyms: list[BoundSymbol], j: int, aliases: Aliases) -> tuple[InplaceDecision, list[BoundSymbol]]:
-    write = bsyms[j]
+def _decide(index: TraceIndex, j: int) -> InplaceDecision:
+    """Decide the write in slot ``j``; where it runs in place, rewrite ``index`` to run it so."""
+    ops, aliases, write = index.ops, index.aliases, index.ops[j]
     (computed, out), result = thunder_inplace_write(write), write.output
 
     def decision(how: How, reason: str) -> InplaceDecision:
         return InplaceDecision.of(write, how, reason)
 
-    i = next((i for i in range(j) if computed.name in {o.name for o in bsyms[i].flat_proxy_outs}), None)
-    if i is None:
-        return decision("copy", f"`{computed.name}` is not computed in this trace"), bsyms
-    producer = bsyms[i]
+    def name_at(slot: int | None) -> str:
+        return ops[slot].sym.name
+
+    i = index.producer(computed)
+    if i is None or i > j or ops[i] is None:
+        return decision("copy", f"`{computed.name}` is not computed in this trace")
+    producer = ops[i]
     if (blocker := _producer_blocker(producer, out, aliases)) is not None:
-        return decision("copy", blocker), bsyms
-    consumers = [k for k, b in enumerate(bsyms) if k != i and any(a.name == computed.name for a in b.flat_proxy_args)]
-    if consumers == [j] and _first_overwrite_of_inputs(producer, bsyms[i + 1 : j], aliases) is None:
-        fused = _fused(producer, out, result, write)
-        rest = bsyms[:i] + bsyms[i + 1 : j] + [fused] + bsyms[j + 1 :]
-        return decision("in place at the write", f"`{computed.name}` has no other reader"), rest
-    if maker := next((b for b in bsyms[i + 1 : j] if out.name in {o.name for o in b.flat_proxy_outs}), None):
+        return decision("copy", blocker)
+    consumers = [s for s in index.slots(index.readers(computed)) if s != i and index.takes(s, computed)]
+    if consumers == [j] and _first_overwrite_of_inputs(index, i, j) is None:
+        index.remove(i)
+        index.replace(j, _fused(producer, out, result, write))
+        return decision("in place at the write", f"`{computed.name}` has no other reader")
+    if (maker := index.producer(out)) is not None and i < maker < j:
         # `r2 = x.clone(); r2.copy_(x)` of a pending x: `out` is made from `computed`, after its producer
-        return decision("copy", f"`{maker.sym.name}` makes `{out.name}` after the producer"), bsyms
-    if blocker := next((b for b in bsyms[i + 1 : j] if b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)), None):
-        return decision("copy", f"`{blocker.sym.name}` uses `{out.name}` between the producer and the write"), bsyms
-    if writer := next((b for b in bsyms[j + 1 :] if any(aliases.same_storage(w, computed) for w in written_tensors(b))), None):
+        return decision("copy", f"`{name_at(maker)}` makes `{out.name}` after the producer")
+    between = index.storage_readers(out, after=(i, END), before=(j, TOP))
+    touches = lambda b: b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)  # noqa: E731
+    if (blocker := _first(index, between, touches)) is not None:
+        return decision("copy", f"`{name_at(blocker)}` uses `{out.name}` between the producer and the write")
+    later_writes = index.storage_writers(computed, after=(j, END))
+    if (writer := _first(index, later_writes, lambda b: _writes_storage_of(b, computed, aliases))) is not None:
         # computed into `out`, `computed` would be `out`: its later write would reach `out` too
-        return decision("copy", f"`{writer.sym.name}` writes `{computed.name}` later"), bsyms
-    if reader := _read_after_overwrite(bsyms, j, computed, out, aliases):
-        return decision("copy", f"`{reader.sym.name}` reads `{computed.name}` after a later write to `{out.name}`"), bsyms
-    follows = {a.name for a in write.kwargs.get("after", ())}
-    if blocker := next((b for b in bsyms[i + 1 : j] if follows & {o.name for o in b.flat_proxy_outs}), None):
-        return decision("copy", f"the write must follow `{blocker.sym.name}`, which runs after the producer"), bsyms
-    fused = _fused(producer, out, computed, write)
+        return decision("copy", f"`{name_at(writer)}` writes `{computed.name}` later")
+    if (reader := _read_after_overwrite(index, j, computed, out)) is not None:
+        return decision("copy", f"`{name_at(reader)}` reads `{computed.name}` after a later write to `{out.name}`")
+    followed = [s for a in write.kwargs.get("after", ()) if (s := index.producer(a)) is not None and i < s < j]
+    if followed:
+        return decision("copy", f"the write must follow `{name_at(min(followed))}`, which runs after the producer")
+    index.replace(i, _fused(producer, out, computed, write))
+    index.remove(j)
     swap = {variableify(result): computed}
-    later = [b.from_bsym_swap_proxies(swap, skip_output=True) for b in bsyms[j + 1 :]]
-    return decision("in place at the producer", f"nothing uses `{out.name}` before the write"), (
-        bsyms[:i] + [fused] + bsyms[i + 1 : j] + later
-    )
+    for s in index.slots(index.readers(result, after=(j, END))):
+        index.replace(s, ops[s].from_bsym_swap_proxies(swap, skip_output=True))
+    return decision("in place at the producer", f"nothing uses `{out.name}` before the write")
 
 
 def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
@@ -268,33 +297,30 @@ def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
     return InplaceDecision.of(write, rules.how, reason)
 
 
-def _thunders_copy_stays(
-    bsyms: list[BoundSymbol], j: int, copy: BoundSymbol, aliases: Aliases, grad_args: list[TensorProxy]
-) -> str | None:
-    """Why thunder's ``copy`` (``bsyms[j]``, or one that the region ``bsyms[j]`` runs) stays as thunder made
+def _thunders_copy_stays(index: TraceIndex, j: int, copy: BoundSymbol, grad_args: list[TensorProxy]) -> str | None:
+    """Why thunder's ``copy`` (the op in slot ``j``, or one that the region there runs) stays as thunder made
     it, or None where the extension can answer for it."""
     _, out = thunder_inplace_write(copy)
+    region, aliases = index.ops[j], index.aliases
     if (arg := next((a for a in grad_args if aliases.same_storage(a, out)), None)) is not None:
         return (
             f"thunder differentiates this write into `{out.name}`, which shares storage with `{arg.name}`, an argument "
             "that requires grad: thunder's own copy_ runs it"
         )
     try:
-        _check_ordering(bsyms, j, copy, aliases)
+        _check_ordering(index, j, copy)
     except InplaceOrderingError as error:
         return f"thunder's own copy_, which a later reader relies on running in program order ({error})"
-    if copy is not bsyms[j] and (why := write_blocker(bsyms[j], copy, aliases)) is not None:
-        return f"thunder's own copy_, which `{bsyms[j].sym.name}` runs as thunder made it: {why}"
+    if copy is not region and (why := write_blocker(region, copy, aliases)) is not None:
+        return f"thunder's own copy_, which `{region.sym.name}` runs as thunder made it: {why}"
     return None
 
 
-def _thunder_copy_in_region(
-    bsyms: list[BoundSymbol], j: int, copy: BoundSymbol, aliases: Aliases, grad_args: list[TensorProxy]
-) -> InplaceDecision:
+def _thunder_copy_in_region(index: TraceIndex, j: int, copy: BoundSymbol, grad_args: list[TensorProxy]) -> InplaceDecision:
     """A region runs thunder's ``copy`` itself: by its executor's rules where they hold, else as a copy."""
-    if (why := _thunders_copy_stays(bsyms, j, copy, aliases, grad_args)) is not None:
+    if (why := _thunders_copy_stays(index, j, copy, grad_args)) is not None:
         return InplaceDecision.of(copy, "copy", why)
-    kept = _kept_in_region(bsyms[j], copy)
+    kept = _kept_in_region(index.ops[j], copy)
     return replace(kept, reason=f"thunder's own copy_, which the region's rules allow: {kept.reason}")
 
 
@@ -312,47 +338,57 @@ def _unless_strict(decided: InplaceDecision, strict: bool) -> InplaceDecision:
 
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
     """Run each provably safe ``copy_to_out_`` in place; return the new trace and every decision."""
-    bsyms = no_recomputation_across_writes([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL])
+    index = TraceIndex(no_recomputation_across_writes([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL]))
     grad_args = [a for a in trace.args if isinstance(a, TensorProxy) and a.requires_grad]
     decisions: list[InplaceDecision] = []
     given_back: dict[str, str] = {}  # write result -> why its region gave it back
     j = 0
-    while j < len(bsyms):
-        if is_thunder_copy(bsyms[j]):
-            why = _thunders_copy_stays(bsyms, j, bsyms[j], Aliases(bsyms), grad_args)
+    while j < len(index.ops):
+        op = index.ops[j]
+        if op is None:
+            pass  # emptied by a decision
+        elif is_thunder_copy(op):
+            why = _thunders_copy_stays(index, j, op, grad_args)
             if why is None:
-                bsyms[j] = _adopted(bsyms[j])
-                continue  # decided as a copy_to_out_ at j
-            decisions.append(_unless_strict(InplaceDecision.of(bsyms[j], "copy", why), strict))
-        elif is_copy_to_out(bsyms[j]):
-            aliases = Aliases(bsyms)  # anew: an earlier in-place decision made more tensors share storage
-            _check_ordering(bsyms, j, bsyms[j], aliases)
-            decided, bsyms = _decide(bsyms, j, aliases)
+                index.replace(j, _adopted(op))
+                continue  # decided as a copy_to_out_ in slot j
+            decisions.append(_unless_strict(InplaceDecision.of(op, "copy", why), strict))
+        elif is_copy_to_out(op):
+            _check_ordering(index, j, op)
+            decided = _decide(index, j)
             if why := given_back.get(decided.write):
                 decided = replace(decided, reason=f"{decided.reason}; {why}")
             decisions.append(_unless_strict(decided, strict))
-            if decided.how != "copy":
-                continue  # the write is gone from index j; what now stands there is unvisited
-        elif (writes := fused_writes(bsyms[j])) or fused_thunder_copies(bsyms[j]):
-            aliases = Aliases(bsyms)
+        elif (writes := fused_writes(op)) or fused_thunder_copies(op):
             for write in writes:
-                _check_ordering(bsyms, j, write, aliases)
-            blockers = [(w, why) for w in writes if (why := write_blocker(bsyms[j], w, aliases))]
+                _check_ordering(index, j, write)
+            blockers = [(w, why) for w in writes if (why := write_blocker(op, w, index.aliases))]
             if blockers:
-                rules = rules_for(bsyms[j])
-                executor = rules.executor if rules is not None else bsyms[j].sym.name
+                rules = rules_for(op)
+                executor = rules.executor if rules is not None else op.sym.name
                 given_back.update((w.output.name, f"not in {executor}: {why}") for w, why in blockers)
-                fresh = 1 + max(fusion_number(b) for b in bsyms if b.sym.is_fusion)
-                bsyms[j : j + 1] = give_back(bsyms[j], [w for w, _ in blockers], fresh)
+                index, j = _given_back(index, j, [w for w, _ in blockers])
                 continue  # what now stands at j (a rebuilt region, or a write given back) is unvisited
-            decisions.extend(_kept_in_region(bsyms[j], w) for w in writes)
-            for copy in fused_thunder_copies(bsyms[j]):
-                decisions.append(_unless_strict(_thunder_copy_in_region(bsyms, j, copy, aliases, grad_args), strict))
+            decisions.extend(_kept_in_region(op, w) for w in writes)
+            for copy in fused_thunder_copies(op):
+                decisions.append(_unless_strict(_thunder_copy_in_region(index, j, copy, grad_args), strict))
         j += 1
     if not decisions:
         return trace, decisions
     new_trace = from_trace(trace)
-    new_trace.bound_symbols = bsyms
+    new_trace.bound_symbols = index.bound_symbols()
     new_trace = del_last_used(new_trace)
     new_trace.set_provenance(TraceProvenance("thunder_ext: prove copy_to_out_ aliasing safe"))
     return new_trace, decisions
+
+
+def _given_back(index: TraceIndex, j: int, refused: list[BoundSymbol]) -> tuple[TraceIndex, int]:
+    """The region in slot ``j`` without the writes ``refused``: a new index, and the slot of what replaced it.
+
+    The only rewrite that changes how many ops there are, so the index is built anew; it is rare (a region
+    gives its refused writes back at once).
+    """
+    ops = index.ops
+    before, region, after = [b for b in ops[:j] if b], ops[j], [b for b in ops[j + 1 :] if b]
+    fresh = 1 + max(fusion_number(b) for b in (*before, region, *after) if b.sym.is_fusion)
+    return TraceIndex([*before, *give_back(region, refused, fresh), *after]), len(before)

@@ -39,13 +39,13 @@ from thunder.executors.torchex import ex as torch_ex
 
 from thunder_ext.executors.torch_inplace import ELEMENTWISE_OPS, INTO_OPS
 from thunder_ext.transforms.aliasing import (
-    Aliases,
     is_update_aliases,
     is_view_op,
     tensor_args,
     tensor_outs,
     write_destination,
 )
+from thunder_ext.transforms.trace_index import END, TOP, TraceIndex
 
 
 def _makes_fresh_storage(bsym: BoundSymbol) -> bool:
@@ -61,16 +61,12 @@ def _elementwise(bsym: BoundSymbol) -> bool:
 
 def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
     """Run elementwise ops into dead buffers or into the target of the write they feed (the rules above)."""
-    bsyms = [b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL]
-    aliases = Aliases(bsyms)
+    index = TraceIndex(b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL)
+    bsyms, aliases = index.ops, index.aliases
     inputs = {p.name for p in tree_flatten((trace.args, trace.kwargs))[0] if isinstance(p, Proxy)}
     tensors = {t.name: t for b in bsyms for t in (*tensor_args(b), *tensor_outs(b))}
     sharing = Counter(aliases.storage_key(t) for t in tensors.values())
     fresh = {t.name for b in bsyms if _makes_fresh_storage(b) for t in tensor_outs(b)} - inputs
-    consumers: dict[str, list[int]] = {}  # in order, so the last is the last use
-    for k, b in enumerate(bsyms):
-        for name in {p.name for p in b.flat_proxy_args}:
-            consumers.setdefault(name, []).append(k)
 
     def dead_buffer(k: int, bsym: BoundSymbol) -> TensorProxy | None:
         (y,) = tensor_outs(bsym)
@@ -78,7 +74,7 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
             if (
                 a.name in fresh
                 and sharing[aliases.storage_key(a)] == 1
-                and consumers[a.name][-1] == k
+                and index.slots(index.readers(a))[-1] == k
                 and (a.shape, a.dtype, a.device) == (y.shape, y.dtype, y.device)
             ):
                 return a
@@ -86,7 +82,7 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
 
     def next_write_target(k: int, bsym: BoundSymbol) -> TensorProxy | None:
         (y,) = tensor_outs(bsym)
-        if len(uses := consumers.get(y.name, [])) != 1:
+        if len(uses := index.slots(index.readers(y))) != 1:
             return None
         write = bsyms[uses[0]]
         if write.sym not in ELEMENTWISE_OPS.values() or not isinstance(o := write.kwargs.get("out"), TensorProxy):
@@ -98,7 +94,7 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
         read = [p for p in tree_flatten((write.args, {**write.kwargs, "out": None}))[0] if isinstance(p, TensorProxy)]
         if any(aliases.same_storage(a, o) for a in read if a.name != y.name):
             return None  # op2 reads o's old value (o itself too, as an operand): y must not overwrite it first
-        if any(aliases.same_storage(a, o) for b in bsyms[k + 1 : uses[0]] for a in (*tensor_args(b), *tensor_outs(b))):
+        if _touched_between(index, o, k, uses[0]):
             return None
         return o
 
@@ -111,12 +107,19 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
         if a is not None:
             into = INTO_OPS[bsym.sym.name].bind(*bsym.args, **bsym.kwargs, out=a, output=bsym.output)
             into.subsymbols, into.header = [bsym], bsym.header
-            bsyms[k], reused = into, True
-            aliases.add(into)  # y now lives in a's storage: the next op that would reuse a must see it
+            index.replace(k, into)  # y now lives in a's storage: the next op that would reuse a must see it
+            reused = True
     if not reused:
         return trace
     new_trace = from_trace(trace)
-    new_trace.bound_symbols = bsyms
+    new_trace.bound_symbols = index.bound_symbols()
     new_trace = del_last_used(new_trace)
     new_trace.set_provenance(TraceProvenance("thunder_ext: reuse dead buffers"))
     return new_trace
+
+
+def _touched_between(index: TraceIndex, o: TensorProxy, i: int, j: int) -> bool:
+    """Whether an op between slots ``i`` and ``j`` takes or returns a tensor sharing ``o``'s storage."""
+    aliases, between = index.aliases, {"after": (i, END), "before": (j, TOP)}
+    uses = index.slots([*index.storage_readers(o, **between), *index.storage_producers(o, **between)])
+    return any(aliases.same_storage(t, o) for s in uses for t in (*tensor_args(index.ops[s]), *tensor_outs(index.ops[s])))
