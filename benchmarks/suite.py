@@ -23,6 +23,7 @@ import torch
 
 from thunder_ext.benchmarks import (
     adam,
+    compile_scaling,
     compile_time,
     decode,
     entry_points,
@@ -41,6 +42,7 @@ CASES = {
     "prefill": prefill,
     "adam": adam,
     "compile": compile_time,
+    "compile_scaling": compile_scaling,
     "kv_idioms": kv_idioms,
     "requires_grad": requires_grad,
     "entry_points": entry_points,

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from thunder_ext.benchmarks import entry_points, kv_cache_write
+from thunder_ext.benchmarks import compile_scaling, entry_points, kv_cache_write
 from thunder_ext.benchmarks.measure import RUNNERS, THUNDER_EXT_TC, THUNDER_TC, Allocations, allocations
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.benchmarks.suite import parse, record_targets, targets_page
@@ -88,3 +88,16 @@ def test_entry_points_targets_follow_the_measurements():
     assert met[f"{ext_tc}, no parameter-sized allocation per step"] is True
     assert met["through the plugin no slower per call than through thunder_ext.jit"] is False
     assert "32 × 262,144" in table.markdown("test machine")
+
+
+def test_compile_scaling_targets_follow_the_measurements():
+    def result(stock: float, ext: float, passes: float, in_place: int) -> compile_scaling.Result:
+        return compile_scaling.Result({compile_scaling.STOCK: stock, compile_scaling.EXT: ext}, passes, in_place, 50)
+
+    linear = {100: result(10.0, 10.1, 0.1, 50), 3000: result(300.0, 310.0, 3.0, 50)}
+    quadratic = {100: result(10.0, 10.1, 0.1, 50), 3000: result(300.0, 330.0, 30.0, 49)}
+    met = [{t.text: t.met for t in compile_scaling.report(r).targets} for r in (linear, quadratic)]
+    assert met[0] == {"100 writes: every write in place": True, "3,000 writes: every write in place": True,
+                      "3,000 writes: the extension adds at most 5% to the first call": True,
+                      "pass time per write within 1.5x from 100 to 3,000 writes": True}  # fmt: skip
+    assert [met[1][text] for text in met[0]] == [True, False, False, False]
