@@ -13,6 +13,7 @@ warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
 import thunder  # noqa: E402  (after the filter: thunder warns at import)
 
+from thunder_ext.benchmarks.measure import gc_paused  # noqa: E402
 from thunder_ext.pytest_plugin import EXECUTOR_SET_OPTION, EXECUTOR_SETS, executors_of  # noqa: E402
 
 pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in pytest
@@ -49,3 +50,13 @@ def executor_set(request: pytest.FixtureRequest):
     thunder.extend.set_default_executors([*added, *(e for e in defaults if e not in added)])
     yield name
     thunder.extend.set_default_executors(defaults)
+
+
+@pytest.fixture
+def no_collection_while_thunder_traces():
+    """For tests that trace litgpt models. thunder 0.2.6 walks Dynamo's registry of live modules when
+    litgpt's forward builds one; once torch.compile has run in the process, a collection during that walk
+    shrinks the registry under it ("InterpreterError: ... dictionary changed size during iteration", stock
+    thunder too). The benchmarks' ``gc_paused`` explains it; here, as there, no collection runs meanwhile."""
+    with gc_paused():
+        yield

@@ -12,21 +12,13 @@ import torch
 
 import thunder_ext
 from helpers import THUNDER_VARIANTS, VOCAB, Pair, caches, greedy_without_cache, small_llama
-from thunder_ext.benchmarks.measure import gc_paused
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
 from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402  (thunder's kv-cache test configs)
 
 
 
-@pytest.fixture(autouse=True)
-def no_collection_while_thunder_traces():
-    """thunder 0.2.6 walks Dynamo's registry of live modules when litgpt's forward builds one; once
-    torch.compile has run in the process, a collection during that walk shrinks the registry under it
-    ("InterpreterError: ... dictionary changed size during iteration", stock thunder too). The
-    benchmarks' ``gc_paused`` explains it; here, as there, no collection runs while a test compiles."""
-    with gc_paused():
-        yield
+pytestmark = pytest.mark.usefixtures("no_collection_while_thunder_traces")
 
 
 def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cache():
