@@ -111,12 +111,23 @@ def _save(program: Program, folder: Path, error: Exception) -> Path:
     return path
 
 
+KNOWN_FAILURE = "# known failure: "
+
+
+def _known_failure(path: Path) -> list:
+    """A saved program whose first line starts with ``KNOWN_FAILURE`` and says why is a strict xfail: it
+    stays replayed, and the day it passes the run says so."""
+    first = path.read_text().splitlines()[0]
+    return [pytest.mark.xfail(strict=True, reason=first[len(KNOWN_FAILURE) :])] if first.startswith(KNOWN_FAILURE) else []
+
+
 def _regressions() -> list:
     """Every saved program; those found around the stand-in nvFuser's regions replay around them."""
-    return [pytest.param(p, None, id=p.stem) for p in sorted(REGRESSIONS.glob("*.py"))] + [
-        pytest.param(p, FakeFusionPass, id=f"fake_nvfuser-{p.stem}", marks=pytest.mark.executor_sets("defaults"))
+    return [pytest.param(p, None, id=p.stem, marks=_known_failure(p)) for p in sorted(REGRESSIONS.glob("*.py"))] + [
+        pytest.param(p, FakeFusionPass, id=f"fake_nvfuser-{p.stem}",
+                     marks=[pytest.mark.executor_sets("defaults"), *_known_failure(p)])
         for p in sorted(FAKE_NVFUSER_REGRESSIONS.glob("*.py"))
-    ]
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
