@@ -253,7 +253,7 @@ def _decide(index: TraceIndex, j: int) -> InplaceDecision:
     def decision(how: How, reason: str) -> InplaceDecision:
         return InplaceDecision.of(write, how, reason)
 
-    def name_at(slot: int | None) -> str:
+    def name_at(slot: int) -> str:
         return ops[slot].sym.name
 
     i = index.producer(computed)
