@@ -5,6 +5,7 @@ ahead of them (a path proven on one executor is not proven on another).
 (``pytestmark``), of a path that only some sets have is marked ``@pytest.mark.executor_sets(*names)``.
 """
 
+import gc
 import warnings
 
 import pytest
@@ -13,7 +14,6 @@ warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
 import thunder  # noqa: E402  (after the filter: thunder warns at import)
 
-from thunder_ext.benchmarks.measure import gc_paused  # noqa: E402
 from thunder_ext.pytest_plugin import EXECUTOR_SET_OPTION, EXECUTOR_SETS, executors_of  # noqa: E402
 
 pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in pytest
@@ -52,11 +52,18 @@ def executor_set(request: pytest.FixtureRequest):
     thunder.extend.set_default_executors(defaults)
 
 
-@pytest.fixture
+
+@pytest.fixture(autouse=True)
 def no_collection_while_thunder_traces():
-    """For tests that trace litgpt models. thunder 0.2.6 walks Dynamo's registry of live modules when
-    litgpt's forward builds one; once torch.compile has run in the process, a collection during that walk
-    shrinks the registry under it ("InterpreterError: ... dictionary changed size during iteration", stock
-    thunder too). The benchmarks' ``gc_paused`` explains it; here, as there, no collection runs meanwhile."""
-    with gc_paused():
+    """No automatic garbage collection while a test runs (it runs between tests). thunder 0.2.6's
+    interpreter walks Dynamo's registry of live modules when traced code builds one (litgpt's forward,
+    HF transformers' models); once torch.compile has run in the process, a collection during that walk
+    shrinks the registry under it ("InterpreterError: ... dictionary changed size during iteration",
+    stock thunder too): runs here hit it in a litgpt test and in an HF test. ``measure.gc_paused`` says more."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
         yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -17,10 +17,6 @@ litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip inst
 from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402  (thunder's kv-cache test configs)
 
 
-
-pytestmark = pytest.mark.usefixtures("no_collection_while_thunder_traces")
-
-
 def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cache():
     torch.manual_seed(0)
     pair = Pair(small_llama(n_query_groups=2))

@@ -251,7 +251,6 @@ def test_a_differentiated_write_into_a_non_leaf_argument_stays_thunders_and_says
         thunder_ext.jit(f, strict=True)(torch.zeros(3), a * 1)
 
 
-@pytest.mark.usefixtures("no_collection_while_thunder_traces")
 @pytest.mark.parametrize("mode", [*GRAD_MODES, "grad"])
 def test_a_litgpt_model_as_constructed_writes_every_cache_entry_in_place(mode):
     litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
