@@ -24,6 +24,7 @@ from thunder.core import prims
 from thunder.core.proxies import TensorProxy
 from thunder.extend import OperatorExecutor, register_executor
 
+from thunder_ext.inplace_errors import named_runtime_error
 from thunder_ext.primitive import copy_to_out_
 
 inplace_ex = OperatorExecutor("thunder_ext_inplace", version="0.1")
@@ -38,7 +39,7 @@ plain_copy_to_out = inplace_ex.register_operator("copy_to_out_", like=copy_to_ou
 inplace_ex.register_implementation(copy_to_out_, plain_copy_to_out)
 
 # ``update_aliases`` that also states that its tensors share storage, which no op of the trace shows: the
-# arguments ``thunder_gaps.insert_alias_updates`` traces apart. thunder's own ``update_aliases`` cannot
+# arguments ``thunder_ext.alias_updates`` traces apart. thunder's own ``update_aliases`` cannot
 # say it: it also renames tensors of different storages together (``q`` and ``k`` before an attention
 # reads both), and taking those for one storage would cost in-place writes.
 share_storage = inplace_ex.register_operator("share_storage", like=prims.update_aliases, fn=lambda aliases: aliases)
@@ -51,10 +52,6 @@ def _base_update(update: Callable[..., object]) -> Callable[..., torch.Tensor]:
         try:
             update(out, *args, **kwargs)
         except (IndexError, RuntimeError) as error:  # an index out of range; costs nothing until raised
-            # imported here: importing it wraps thunder's in-place ops, which thunder_gaps (that imports this
-            # module) has yet to complete
-            from thunder_ext.inplace_errors import named_runtime_error
-
             raise named_runtime_error(update.__name__, (out, *args), kwargs, error, sys._getframe(1)) from error
         return out
 

@@ -274,6 +274,7 @@ def test_bad_input_raises_and_leaves_inputs_as_eager_does(case: Case, executor_s
 @pytest.mark.executor_sets("defaults")  # compiles nothing
 @pytest.mark.parametrize("symbol", [*ltorch._inplace_to_out_of_place, ltorch.copy_], ids=lambda s: s.name)
 def test_every_in_place_op_names_itself_in_its_trace_time_errors(symbol):
+    thunder_ext.adapt_thunder()
     assert getattr(symbol.meta, "names_errors", False)
 
 

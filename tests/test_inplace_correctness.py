@@ -58,7 +58,7 @@ def test_views_of_a_pending_write_alias_the_target_not_the_value(f):
     ids=["row-into-matrix", "leading-dim", "after-a-view", "into-a-view"],
 )
 def test_copy_from_a_broadcastable_source(f, target, source):
-    # thunder 0.2.6 refuses these ("Shapes were expected to be the same"); thunder_gaps broadcasts as torch does
+    # thunder 0.2.6 refuses these ("Shapes were expected to be the same"); the extension broadcasts as torch does (adapt_thunder)
     assert_matches_eager(f, torch.randn(target), torch.randn(source))
 
 

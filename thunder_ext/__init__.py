@@ -7,6 +7,8 @@
 - ``jit``: ``thunder.jit`` with all of the above; ``Inplace``, the same as the ``thunder.compile`` plugin
   ``"inplace"``; ``ThunderCompiler`` and ``thunderfx``, the same as thunder's ``torch.compile`` backend.
 - ``inplace_decisions``: how each write of what ran last runs, and why, whichever way it was compiled.
+- ``adapt_thunder``: every change the extension makes to thunder 0.2.6's globals, made when its transform is
+  first made, not at import (``thunder_ext.adapt_thunder``).
 - ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
 """
 
@@ -18,8 +20,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="transformer_engine module not found", category=UserWarning)
     importlib.import_module("thunder")
 
-import thunder_ext.thunder_gaps  # noqa: F401, E402  (registers what thunder 0.2.6 lacks; see the module)
-import thunder_ext.inplace_errors  # noqa: F401, E402  (in-place ops' trace-time errors name the op and tensors)
+from thunder_ext.adapt_thunder import adapt_thunder  # noqa: E402
 from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.dynamo import ThunderCompiler, thunderfx
@@ -36,6 +37,7 @@ from thunder_ext.transforms import (
 )
 
 __all__ = [
+    "adapt_thunder",
     "AliasedArgumentsError",
     "CopyToOutError",
     "DefaultExecutorsRecipe",

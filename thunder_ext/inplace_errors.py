@@ -7,8 +7,8 @@ thunder.dtypes.float32 but found thunder.dtypes.float64!". This module wraps the
 tensor it writes into and the other tensors it was given (dtype, shape), the user's line that called it
 (which names the tensors as the program does), then thunder's text. The error keeps thunder's type and
 is raised while tracing, before anything runs, except that a number or another non-tensor where the op
-takes a tensor only is a ``TypeError``, as in eager (thunder raises ``ValueError``). Like ``thunder_gaps``,
-it adapts thunder's own tables at import, so stock ``thunder.jit`` gains it too.
+takes a tensor only is a ``TypeError``, as in eager (thunder raises ``ValueError``). ``adapt_thunder``
+wraps the metas, for the extension's compilations only.
 
 What fails only when it runs (an index out of range) fails in the op's kernel: ``named_runtime_error``
 names it the same way for the executor that ran it (``executors/torch_inplace.py``).
@@ -109,7 +109,8 @@ def _signature(meta: Callable) -> inspect.Signature | None:
         return None
 
 
-def _naming_errors(op: str, meta: Callable) -> Callable:
+def naming_errors(op: str, meta: Callable, *, when: Callable[[], bool]) -> Callable:
+    """``meta``, the trace-time function of the in-place op ``op``, raising its errors named where ``when()``."""
     signature = _signature(meta)
 
     @functools.wraps(meta)
@@ -117,7 +118,7 @@ def _naming_errors(op: str, meta: Callable) -> Callable:
         try:
             return meta(*args, **kwargs)
         except Exception as error:
-            if getattr(error, _NAMED, False):
+            if getattr(error, _NAMED, False) or not when():
                 raise
             bound = _bound(signature, args, kwargs)
             named = named_error(op, bound, _not_a_tensor(signature, bound) or error, user_line())
@@ -127,14 +128,3 @@ def _naming_errors(op: str, meta: Callable) -> Callable:
 
     meta_naming_errors.names_errors = True
     return meta_naming_errors
-
-
-def _install() -> None:
-    # thunder tags ``copy_`` as no in-place op, yet it is the one every other write ends in
-    for symbol in (*ltorch._inplace_to_out_of_place, ltorch.copy_):
-        if symbol.meta is not None and not getattr(symbol.meta, "names_errors", False):
-            # Symbol is a frozen dataclass; its hash and equality do not involve ``meta``
-            object.__setattr__(symbol, "meta", _naming_errors(symbol.name, symbol.meta))
-
-
-_install()

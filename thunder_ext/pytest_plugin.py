@@ -67,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     import thunder_ext  # its jit binds the original thunder.jit at import, so the swap cannot recurse
 
+    thunder_ext.adapt_thunder()  # before collection: thunder's suites generate a test per in-place op it has
     config.stash[_ORIGINAL_JIT] = thunder.jit
     thunder.jit = thunder_ext.jit
 

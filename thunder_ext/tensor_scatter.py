@@ -26,8 +26,6 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import Symbol
 from thunder.executors.torchex import ex as torch_ex
 
-from thunder_ext.thunder_gaps import divert
-
 MODES = ("linear", "circular")
 
 
@@ -147,7 +145,7 @@ class _Ops:
 
 _EAGER = _Ops(torch.arange, torch.zeros, token_positions, lambda cache, i, update: cache.index_put_(i, update))
 # thunder writes every in-place op as its functional op and a final copy_: the extension's passes take
-# that copy for the write (``ltorch._copy_`` looked up when called: ``thunder_gaps`` replaces it).
+# that copy for the write (``ltorch._copy_`` looked up when called: ``adapt_thunder`` replaces it).
 _TRACED = _Ops(
     ltorch.arange,
     ltorch.zeros,
@@ -204,7 +202,7 @@ def _tensor_scatter_meta(cache, update, write_indices=None, *, axis=-2, mode="li
 
 
 # Under the jit, one in-place symbol of thunder's: thunder's interpreter traces a call of
-# ``tensor_scatter_`` as this symbol (``thunder_gaps.divert``), whose
+# ``tensor_scatter_`` as this symbol (``adapt_thunder`` diverts it), whose
 # decomposition ends in the ``copy_`` that the functionalizer makes one ``copy_to_out_``.
 tensor_scatter_symbol = Symbol(
     name="tensor_scatter_",
@@ -213,4 +211,3 @@ tensor_scatter_symbol = Symbol(
     is_prim=False,
     tags=(OpTags.IN_PLACE,),
 )
-divert(tensor_scatter_, tensor_scatter_symbol)

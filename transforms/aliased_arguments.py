@@ -5,7 +5,7 @@ each later argument of a group is replaced by the first one, reshaped to its sha
 both are contiguous from the same storage offset (``x`` and ``x.view(-1)``). Any other pair of equal size
 (``x`` and ``x.t()``, ``x[0:2]`` and ``x[1:3]``) traces without complaint and gives wrong values, and a
 later call with other views of the same shapes hits the same cache entry. An argument of another size
-than the first (``x`` and ``x[0]``) is traced as itself (``thunder_gaps.insert_alias_updates``), which is
+than the first (``x`` and ``x[0]``) is traced as itself (``thunder_ext.alias_updates``), which is
 right whatever its layout.
 
 It also counts positions among the call's arguments but applies them to the computation's, which

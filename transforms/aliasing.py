@@ -10,7 +10,7 @@ Two relations are kept:
   the result of an in-place op or of a write, which is its destination);
 - *same storage*: the above, or one is a view of the other (possibly another region), or both are
   renamed by one ``share_storage`` (arguments that share storage at different sizes, ``f(x, x[0])``,
-  which no op of the trace relates: ``thunder_gaps.insert_alias_updates``).
+  which no op of the trace relates: ``thunder_ext.alias_updates``).
 
 ``may_overlap`` refines *same storage* for slices: a tensor sliced with constant bounds and steps, through
 slices only, from a tensor that is no view (an argument, or an op's fresh result) covers a box of that

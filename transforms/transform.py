@@ -5,6 +5,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
+from thunder.core.compile_data import get_compile_data
 from thunder.core.trace import TraceCtx
 from thunder.core.transforms import Transform
 from thunder.extend import Executor
@@ -30,6 +31,10 @@ class InplaceTransform(Transform):
     """
 
     def __init__(self, *, strict: bool = False) -> None:
+        # imported here: the adapter scopes its changes by this class (``compiling_with_extension``)
+        from thunder_ext.adapt_thunder import adapt_thunder
+
+        adapt_thunder()  # before thunder traces anything for this transform
         self.strict = strict
         # Keyed by the trace they describe, so that each cache entry keeps its own and a backward
         # trace's pass cannot overwrite the forward's; ``thunder_ext.inplace_decisions`` looks them up.
@@ -55,3 +60,10 @@ class InplaceTransform(Transform):
         new_trace = reuse_dead_buffers(new_trace) if decisions else new_trace
         self.decisions[new_trace] = decisions
         return new_trace
+
+
+def compiling_with_extension() -> bool:
+    """Whether the compilation thunder is tracing now carries ``InplaceTransform``: the scope of every change
+    ``thunder_ext.adapt_thunder`` makes to what thunder already does."""
+    cd = get_compile_data()
+    return cd is not None and any(isinstance(t, InplaceTransform) for t in cd.transforms)

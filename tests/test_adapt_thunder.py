@@ -1,0 +1,91 @@
+"""``thunder_ext.adapt_thunder``: importing the extension changes nothing in thunder; adapting changes what
+stock thunder does only by adding what thunder lacks; the extension's compilations get the rest."""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import thunder
+import torch
+
+import thunder_ext
+
+# Runs in a fresh process: in this one, earlier tests have adapted thunder already.
+SCRIPT = """
+import thunder, torch
+
+def write(k, i, v):
+    return k.index_copy_(0, i, v)
+
+def outcome(fn, *args):
+    try:
+        fn(*args)
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return "ran"
+
+def stock():
+    bad = (torch.zeros(4, 2), torch.tensor([1]), torch.zeros(1, 2, dtype=torch.float64))
+    return {
+        "dtype error": outcome(thunder.jit(write), *bad),
+        "number as index": outcome(thunder.jit(write), torch.zeros(4, 2), 1, torch.zeros(1, 2)),
+        "broadcasting copy_": outcome(thunder.jit(lambda a, b: a.copy_(b)), torch.zeros(2, 3), torch.ones(3)),
+        "tensor % n": outcome(thunder.jit(lambda t: t % 3), torch.arange(4)),
+        "fill_": outcome(thunder.jit(lambda t: t.fill_(2)), torch.zeros(2)),
+    }
+
+untouched = stock()
+import thunder_ext
+imported = stock()
+extension = outcome(thunder_ext.jit(write), torch.zeros(4, 2), torch.tensor([1]), torch.zeros(1, 2, dtype=torch.float64))
+adapted = stock()
+print(repr((untouched, imported, extension, adapted)))
+"""
+
+
+@pytest.fixture(scope="module")  # one process for the tests below: they read stock thunder's defaults
+def outcomes():
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(SCRIPT)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return eval(run.stdout.strip().splitlines()[-1])  # the script's own repr of plain strings and dicts
+
+
+@pytest.mark.executor_sets("defaults")
+def test_importing_the_extension_changes_nothing_stock_thunder_does_or_says(outcomes):
+    untouched, imported, _, _ = outcomes
+    assert imported == untouched
+    assert untouched["dtype error"] == "RuntimeError: Expected dtype thunder.dtypes.float32 but found thunder.dtypes.float64!"
+    assert untouched["fill_"] != "ran" and untouched["tensor % n"] != "ran"
+
+
+@pytest.mark.executor_sets("defaults")
+def test_the_extensions_errors_name_the_op_and_stock_thunders_stay_thunders(outcomes):
+    untouched, _, extension, adapted = outcomes
+    assert extension.startswith("RuntimeError: index_copy_: cannot write into self (float32, shape (4, 2))")
+    assert extension.endswith(untouched["dtype error"].removeprefix("RuntimeError: "))
+    for what in ("dtype error", "number as index", "broadcasting copy_"):
+        assert adapted[what] == untouched[what], what
+
+
+@pytest.mark.executor_sets("defaults")
+def test_adapting_adds_to_stock_thunder_only_what_it_lacks(outcomes):
+    untouched, _, _, adapted = outcomes
+    assert {what for what in untouched if adapted[what] != untouched[what]} == {"tensor % n", "fill_"}
+    assert adapted["tensor % n"] == adapted["fill_"] == "ran"
+
+
+def test_the_extension_broadcasts_a_copy_and_takes_a_number_for_a_tensor_as_eager_does():
+    a = torch.zeros(2, 3)
+    thunder_ext.jit(lambda a, b: a.copy_(b))(a, torch.arange(3.0))
+    torch.testing.assert_close(a, torch.arange(3.0).expand(2, 3))
+    with pytest.raises(TypeError, match=r"^index_copy_: cannot write into self .*`index` must be a tensor, got int 1$"):
+        thunder_ext.jit(lambda k, v: k.index_copy_(0, 1, v))(torch.zeros(4, 2), torch.zeros(1, 2))
+
+
+def test_another_thunder_version_is_refused(monkeypatch):
+    monkeypatch.setattr(thunder, "__version__", "0.3.0")
+    with pytest.raises(RuntimeError, match=r"adapts lightning-thunder 0\.2\.6's tables .* this is lightning-thunder 0\.3\.0"):
+        thunder_ext.adapt_thunder()
+    with pytest.raises(RuntimeError, match=r"lightning-thunder 0\.3\.0"):
+        thunder_ext.jit(lambda t: t.add_(1))

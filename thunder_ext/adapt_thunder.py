@@ -1,0 +1,198 @@
+"""Every change the extension makes to thunder's globals, made by one call: ``adapt_thunder()``.
+
+Written for lightning-thunder 0.2.6 (``WRITTEN_FOR``); ``adapt_thunder`` refuses another version, whose
+tables these changes may no longer fit. Importing ``thunder_ext`` changes nothing: the extension's
+``InplaceTransform`` calls ``adapt_thunder`` when it is made (so ``thunder_ext.jit``, the plugin and the
+backend do), and so does the pytest option ``--thunder-ext``. The one thing importing does is name the
+plugin ``"inplace"`` for ``thunder.compile`` (``thunder_ext.plugin``).
+
+Two kinds of change:
+
+**What thunder already does changes only in the extension's compilations** (those that carry
+``InplaceTransform``: ``compiling_with_extension``); stock ``thunder.jit`` in the same process does and
+says what it did before.
+
+- Errors of in-place ops name the op, the tensors and the user's line (``thunder_ext.inplace_errors``),
+  and a number where the op takes a tensor only is a ``TypeError``, as in eager (thunder: ``ValueError``).
+- ``Tensor.copy_`` from a source that broadcasts to the target: thunder's ``_copy_`` converts the dtype
+  but not the shape, and ``prims.copy_`` then refuses ("Shapes were expected to be the same"), where
+  PyTorch broadcasts. The extension's ``_copy_`` expands the source first.
+- Arguments that share storage at different sizes (``f(x, x[0])``): thunder's ``insert_alias_updates``
+  fails on them ("Attempting to reshape"); the extension traces each as itself
+  (``thunder_ext.alias_updates``).
+
+**What thunder 0.2.6 lacks is added for every compilation**, each entry only where thunder has none: a
+fix, since stock thunder raises where eager computes. From the first ``adapt_thunder`` on, stock
+``thunder.jit`` traces these too.
+
+- ``tensor % n``: thunder defines ``TensorProxy.__mod__`` but registers no ``"mod"`` method
+  (``TypeError: 'NoneType' object is not callable``). litgpt's sliding-window cache writes at
+  ``input_pos % max_cache_len``; Python's ``%`` on tensors is ``torch.remainder``.
+- ``Tensor.fill_`` (and ``torch.fill_``): not defined at all.
+- What ``torch.optim``'s updates need (``thunder_ext.optim``): the ``torch._foreach_*`` ops of SGD and
+  Adam with ``foreach=True``, each traced as its op on every tensor of the list; ``Tensor.is_sparse``
+  (False: thunder traces dense tensors); and ``torch.autograd.profiler.record_function``, the profiler's
+  range around every ``Optimizer.step``, which does nothing under the jit (thunder cannot trace the op
+  it calls).
+- ``thunder_ext.tensor_scatter_``, traced as one in-place symbol.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import thunder
+import thunder.core.update_aliases as update_aliases
+import thunder.torch as ltorch
+import torch
+from thunder.core.interpreter import wrap_const
+from thunder.core.jit_ext import (
+    _general_jit_lookaside_map,
+    ensure_recursive_proxies,
+    interpreter_needs_wrap,
+    record_source_loc_in_symbol_header,
+    register_general_jit_lookaside,
+)
+from thunder.core.prims import OpTags
+from thunder.core.proxies import TensorProxy
+from thunder.torch.langctx import _method_name_to_fn_map, register_method
+
+from thunder_ext import alias_updates
+from thunder_ext.inplace_errors import naming_errors
+from thunder_ext.tensor_scatter import tensor_scatter_, tensor_scatter_symbol
+from thunder_ext.transforms.transform import compiling_with_extension
+
+WRITTEN_FOR = "0.2.6"
+
+
+def adapt_thunder() -> None:
+    """Make the changes above, once per process; raises ``RuntimeError`` where thunder is not ``WRITTEN_FOR``."""
+    if thunder.__version__ != WRITTEN_FOR:
+        raise RuntimeError(
+            f"thunder_ext adapts lightning-thunder {WRITTEN_FOR}'s tables (thunder_ext/adapt_thunder.py), "
+            f"and this is lightning-thunder {thunder.__version__}: install lightning-thunder=={WRITTEN_FOR}"
+        )
+    _adapt_once()
+
+
+@functools.cache
+def _adapt_once() -> None:
+    # additions first: ``fill_`` is an in-place op whose errors are then named like the others'
+    _add_missing_ops()
+    _name_inplace_errors()
+    ltorch._copy_ = _copy_
+    # thunder calls it by the name it imported; its autograd lookasides import it from the module
+    thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
+
+
+def divert(torch_fn, thunder_fn) -> None:
+    """Trace calls of ``torch_fn`` as ``thunder_fn``, unless thunder has an entry for it: thunder's interpreter
+    diverts torch functions through a lookaside table filled, once, from its function map when it loads,
+    so a function registered later needs its entry made as thunder makes them."""
+    if torch_fn not in _general_jit_lookaside_map:
+        _general_jit_lookaside_map[torch_fn] = ensure_recursive_proxies(
+            interpreter_needs_wrap(record_source_loc_in_symbol_header(thunder_fn))
+        )
+
+
+# ``ltorch.copy_`` (and ``zero_``, ``fill_``...) call the module's ``_copy_`` at trace time, so replacing it
+# reaches every caller. A source that does not broadcast still fails, in ``expand``, naming both shapes.
+_thunders_copy_ = ltorch._copy_
+
+
+def _copy_(a, b, /):
+    if isinstance(b, TensorProxy) and b.shape != a.shape and compiling_with_extension():
+        b = ltorch.expand(b, a.shape)
+    return _thunders_copy_(a, b)
+
+
+def _name_inplace_errors() -> None:
+    # thunder tags ``copy_`` as no in-place op, yet it is the one every other write ends in
+    for symbol in (*ltorch._inplace_to_out_of_place, ltorch.copy_):
+        if symbol.meta is not None:
+            # Symbol is a frozen dataclass; its hash and equality do not involve ``meta``
+            object.__setattr__(symbol, "meta", naming_errors(symbol.name, symbol.meta, when=compiling_with_extension))
+
+
+def _add_missing_ops() -> None:
+    if "mod" not in _method_name_to_fn_map:
+        register_method("mod", ltorch.remainder)
+
+    # ``fill_`` is ``zero_`` with another value, written as thunder writes ``zero_``, with thunder's own
+    # ``_copy_``, so every pass sees a write.
+    if torch.fill_ not in ltorch._torch_to_thunder_function_map:
+
+        @ltorch.torchsymbol(torch.fill_, is_method=True, tags=(OpTags.IN_PLACE,), out_of_place=ltorch.full_like)
+        def fill_(a, value, /):
+            return ltorch._copy_(a, ltorch.full_like(a, value))
+
+        divert(torch.fill_, fill_)  # ``torch.fill_(t, v)``, the function, as well as the method
+
+    # Optimizers check ``p.grad.is_sparse`` before a step; thunder traces dense tensors only (as ``is_nested``).
+    if torch.Tensor.is_sparse not in ltorch._torch_to_thunder_function_map:
+
+        @ltorch.torchsymbol(torch.Tensor.is_sparse, is_property=True, id="torch.is_sparse")
+        def is_sparse(a, /):
+            return False
+
+    # ``record_function.__enter__`` calls ``torch.ops.profiler._record_function_enter_new``, which thunder
+    # cannot trace ("is not registered"). It only names a range for the profiler: entering and leaving it
+    # does nothing under the jit.
+    @register_general_jit_lookaside(torch.autograd.profiler.record_function.__enter__)
+    def _record_function_enter(record_function):
+        return record_function
+
+    @register_general_jit_lookaside(torch.autograd.profiler.record_function.__exit__)
+    def _record_function_exit(record_function, exc_type, exc_value, traceback):
+        return wrap_const(None)
+
+    for name, (op, scalars_position) in _FOREACH.items():
+        divert(getattr(torch, name), _foreach(op, scalars_position))
+
+    divert(tensor_scatter_, tensor_scatter_symbol)
+
+
+# ``torch._foreach_<op>(tensors, *operands)``, which optimizers run with ``foreach=True``: thunder 0.2.6 has none.
+# Each is traced as its op on every tensor of the list, so every write is a write of its own that the
+# passes see (a symbol of all of them would look like one write). An operand that is a list goes element by
+# element; so does the ``scalars`` tensor of ``addcmul``/``addcdiv`` (one value per tensor, as optimizers
+# stack their step sizes); any other tensor or number goes to every tensor.
+def _foreach(op, scalars_position: int | None = None):
+    def each(*args, **kwargs):
+        n = len(next(a for a in args if isinstance(a, (list, tuple))))
+
+        def at(a, position: int, i: int):
+            if isinstance(a, (list, tuple)) or (position == scalars_position and isinstance(a, TensorProxy)):
+                return a[i]
+            return a
+
+        results = [op(*(at(a, k, i) for k, a in enumerate(args)), **kwargs) for i in range(n)]
+        return None if op.__name__.endswith("_") else results
+
+    return each
+
+
+def _addc(op, inplace: bool):
+    """``t + value * op(t1, t2)``, where ``value`` may be a tensor (one of the stacked scalars)."""
+
+    def addc(t, t1, t2, value=1):
+        result = ltorch.add(t, ltorch.mul(op(t1, t2), value))
+        return ltorch._copy_(t, result) if inplace else result
+
+    addc.__name__ = f"addc{op.__name__}" + ("_" if inplace else "")
+    return addc
+
+
+def _maximum_(a, b):
+    return ltorch._copy_(a, ltorch.maximum(a, b))
+
+
+# torch function -> (its op on one tensor, the position of a ``scalars`` tensor that goes element by element)
+_FOREACH = {
+    **{f"_foreach_{name}": (getattr(ltorch, name), None) for name in (
+        "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "lerp", "lerp_", "sqrt", "sqrt_",
+        "neg", "neg_", "reciprocal", "reciprocal_", "pow", "maximum")},
+    "_foreach_maximum_": (_maximum_, None),
+    **{f"_foreach_addc{op.__name__}{suffix}": (_addc(op, inplace=bool(suffix)), 3)
+       for op in (ltorch.mul, ltorch.div) for suffix in ("", "_")},
+}  # fmt: skip
