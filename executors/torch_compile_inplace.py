@@ -6,15 +6,146 @@ the PyTorch form of its ops, where the write is ``inplace_ex``'s ``out.copy_(com
 functionalizes that mutation of ``out`` and, for a cache write (``index_copy``, ``index_put``, setitem,
 an elementwise update), re-inplaces it, so nothing cache-sized is allocated (tests/test_torch_compile_regions.py
 measures it). Which writes may stay in a region is decided afterwards, on the final trace, by
-``thunder_ext.transforms.fusion_regions`` (``TORCH_COMPILE``); the others are given back to the PyTorch
-executor.
+``thunder_ext.transforms.prove_inplace``, by ``TORCH_COMPILE_RULES``; the others are given back to the
+PyTorch executor.
 
-Only ``torch_compile_ex``, which fuses every op: thunder's ``torchcompile_cat`` and
-``torchcompile_xentropy`` fuse a few named ops around nvFuser and are left as they are.
+Only ``torch_compile_ex``, which fuses every op, takes ``copy_to_out_``: thunder's ``torchcompile_cat``
+and ``torchcompile_xentropy`` fuse a few named ops around nvFuser and are left as they are. The rules
+hold for the regions of all three (a copy of thunder's own that one of them fuses is judged by them).
 """
 
-from thunder.executors.torch_compile import torch_compile_ex
+from __future__ import annotations
+
+from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import BoundSymbol
+from thunder.executors.torch_compile import torch_compile_cat_ex, torch_compile_ex, torch_compile_xentropy_ex
 
 from thunder_ext.primitive import copy_to_out_
+from thunder_ext.transforms.aliasing import (
+    Aliases,
+    data_args,
+    is_copy_to_out,
+    is_update_aliases,
+    is_view_op,
+    thunder_inplace_write,
+    written_tensors,
+)
+from thunder_ext.transforms.fusion_regions import (
+    RegionRules,
+    elementwise_cone,
+    indexes_at_runtime,
+    position_in,
+    producer_in,
+    register_region_rules,
+)
 
 torch_compile_ex.register_supported(copy_to_out_)
+
+
+def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
+    """An output of ``fusion`` computed from ``write``'s ``computed`` in a tensor of its own (a clone, a sum,
+    anything but a view or a rename of the written value, or the result of another write into a region
+    input, which is the caller's buffer); None if there is none."""
+    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    same = {write.args[0].name, write.output.name}  # the written value, its views and renames
+    apart: set[str] = set()
+    for op in fusion.subsymbols:
+        read = {p.name for p in op.flat_proxy_args}
+        if op is write or not read & (same | apart):
+            continue
+        outs = {o.name for o in op.flat_proxy_outs}
+        if (is_view_op(op) or is_update_aliases(op)) and not read & apart:
+            same |= outs
+        elif not (is_copy_to_out(op) and any(aliases.same_tensor(op.kwargs["out"], a) for a in inputs)):
+            apart |= outs
+    return next((o.name for o in fusion.flat_proxy_outs if o.name in apart), None)
+
+
+def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
+    """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
+
+    Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
+    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Six
+    rules, for the six cases where that breaks:
+
+    1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
+       of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
+       region reaches ``o`` too (``y.copy_(x); x.mul_(3)`` leaves ``3 * x`` in ``y``: stock thunder with
+       this executor returns that).
+    2. No earlier write of the region writes storage ``o`` shares. Inductor, given a region that writes
+       a tensor, reads it and writes a view of it, let the read see the second write (found by the
+       fuzzer, ``tests/fuzz_regressions/found_c8f8192c8d30.py``; plain torch.compile 2.9.1 does the same).
+    3. No op of the region before the write reads ``o``'s storage, but the write's own elementwise steps
+       (``elementwise_cone``, as in nvFuser's rule 4): Inductor ran ``x.sum()`` and ``x.clone()`` of the
+       region after ``x.masked_fill_``'s re-inplaced write (found by the fuzzer, torch 2.9.1, plain
+       torch.compile too).
+    4. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
+       Inductor checks an index in the kernel that uses it, element by element, so it may store part of
+       a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
+       as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
+       writes nothing, Inductor writes ``k[1]`` and raises).
+    5. At most one tensor among the region's inputs shares storage with ``o`` (not two arguments of
+       other sizes, ``f(x, x[0])``). torch.compile 2.9.1 miscompiles a graph that writes an input that another
+       input aliases: plain ``torch.compile`` of ``a.add_(1); return b * 2`` with ``b = a.t()[0]``
+       returns ``b * 2`` as if ``a`` had been written twice; a region of ``f(x, x[0])`` returned ``x``
+       flattened.
+    6. No output of the region is computed from ``c`` in a tensor of its own (``_output_apart_from``).
+       Inductor drops a clone (and other no-ops) of a value and returns the value's own buffer, which the
+       write makes ``o``'s: a later write of either output reached the other (found by the fuzzer,
+       ``tests/fuzz_regressions/found_8a613752dd9d.py``, ``found_aaea656a5649.py``).
+    """
+    computed, name = write.args[0], fusion.sym.name
+    producer = producer_in(fusion, write)
+    if producer is None or is_copy_to_out(producer):
+        return f"`{computed.name}` is not computed in `{name}`, and Inductor would write a region input as it is later"
+    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    if shared := [a.name for a in inputs if aliases.same_storage(a, computed)]:
+        return (
+            f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
+            "which Inductor would write as it is later"
+        )
+    out, earlier = thunder_inplace_write(write)[1], fusion.subsymbols[: position_in(fusion, write)]
+    if again := [o.name for w in earlier for o in written_tensors(w) if aliases.same_storage(o, out)]:
+        return (
+            f"`{name}` already writes `{again[0]}`, which shares storage with `{out.name}`, "
+            "and Inductor may let an earlier read of it see this write"
+        )
+    cone = elementwise_cone(fusion, write)
+    for op in earlier:
+        if is_update_aliases(op) or is_view_op(op) or any(op is c for c in cone):
+            continue  # a rename or a view names the storage; the cone reads element i to replace it
+        if shared := [a.name for a in data_args(op) if aliases.same_storage(a, out)]:
+            return (
+                f"`{op.sym.name}` reads `{shared[0]}` (the old value of `{out.name}`) in `{name}`, "
+                "and Inductor may run it after the write"
+            )
+    if failing := [s for s in fusion.subsymbols if s is not write and indexes_at_runtime(s)]:
+        return (
+            f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
+            "and Inductor may have written part of the region's writes by then"
+        )
+    sharing = {aliases.tensor_key(a): a.name for a in inputs if aliases.same_storage(a, out)}
+    if len(sharing) > 1:
+        first, second, *_ = sharing.values()
+        return (
+            f"`{first}` and `{second}`, inputs of `{name}`, share storage with `{out.name}`, "
+            "and torch.compile miscompiles a write of an input that another input aliases"
+        )
+    if apart := _output_apart_from(fusion, write, aliases):
+        return (
+            f"`{name}` returns `{apart}`, computed from `{computed.name}`, "
+            "which Inductor may return as the written buffer itself"
+        )
+    return None
+
+
+
+TORCH_COMPILE_RULES = RegionRules(
+    "torch.compile",
+    in_order=True,
+    blocker=torch_compile_write_blocker,
+    how="in a torch.compile region",
+    kept="`{region}` writes `{out}` itself; Inductor re-inplaces the write where it can",
+)
+for _executor in (torch_compile_ex, torch_compile_cat_ex, torch_compile_xentropy_ex):
+    register_region_rules(_executor, TORCH_COMPILE_RULES)

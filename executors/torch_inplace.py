@@ -58,7 +58,7 @@ def _base_update(update: Callable[..., object]) -> Callable[..., torch.Tensor]:
     return run
 
 
-def _elementwise(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+def _with_out(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     def run(*args, out: torch.Tensor, **kwargs) -> torch.Tensor:
         return fn(*args, **kwargs, out=out)
 
@@ -95,7 +95,7 @@ def _register(name: str, run: Callable[..., torch.Tensor]):
     return inplace_ex.register_operator(name, meta=_fused_meta, fn=run)
 
 
-_ELEMENTWISE_RUNS = {name: _elementwise(getattr(torch, name)) for name in _ELEMENTWISE} | {"where": _where}
+_ELEMENTWISE_RUNS = {name: _with_out(getattr(torch, name)) for name in _ELEMENTWISE} | {"where": _where}
 BASE_UPDATE_OPS = {name: _register(f"copy_to_out_{name}", _base_update(u)) for name, u in _BASE_UPDATES.items()}
 ELEMENTWISE_OPS = {name: _register(f"copy_to_out_{name}", run) for name, run in _ELEMENTWISE_RUNS.items()}
 # The same kernels for buffer reuse (transforms/reuse_buffers.py), named apart: their `out` is a dead

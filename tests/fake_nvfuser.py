@@ -3,8 +3,8 @@ after another with the PyTorch executor (``copy_to_out_`` as ``out.copy_``), and
 its regions the way nvFuser's does (thunder's grouping of the trace's ops, a fusion bound symbol over
 flattened prims, then thunder's rematerialization).
 
-``nvfuser_write_blocker``, the fallback that rebuilds a region and the repair of rematerialization run on
-it exactly as on nvFuser's regions. Because it runs a region's ops in their order, it cannot show what
+nvFuser's rules (``NVFUSER_RULES``, registered for the stand-in as for nvFuser itself), the fallback that
+rebuilds a region and the repair of rematerialization run on it exactly as on nvFuser's regions. Because it runs a region's ops in their order, it cannot show what
 nvFuser's own scheduling does with an alias output (tests/test_gpu.py's part); it shows what the
 extension does around the regions: which writes it keeps in them, how it gives the others back, and
 in what order everything then runs.
@@ -24,8 +24,10 @@ from thunder.executors.torchex import ex as torch_ex
 from thunder.extend import FusionExecutor
 
 import thunder_ext
+from thunder_ext.executors.nvfuser_inplace import NVFUSER_RULES
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.fusion_regions import ELEMENTWISE_PRIM_IDS
+from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS
+from thunder_ext.transforms.fusion_regions import register_region_rules
 
 
 def runnable(bsyms, inputs, outputs):
@@ -57,6 +59,7 @@ class FakeFuser(FusionExecutor):
 
 
 fake_nvfuser = FakeFuser()
+register_region_rules(fake_nvfuser, NVFUSER_RULES)
 
 
 def fusion_region(inputs, outputs, bsyms):

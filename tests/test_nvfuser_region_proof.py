@@ -19,10 +19,10 @@ import thunder_ext
 from fake_nvfuser import fake_nvfuser, fake_nvfuser_jit, fusion_region
 from helpers import assert_matches_eager, computation, tracing
 from thunder_ext.executors import nvfuser_inplace_available
+from thunder_ext.executors.nvfuser_inplace import nvfuser_write_blocker
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import Aliases, fused_writes, is_copy_to_out
-from thunder_ext.transforms.fusion_regions import ELEMENTWISE_PRIM_IDS, nvfuser_write_blocker
+from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, fused_writes, is_copy_to_out
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 # Its own executors (a stand-in fusion executor), whatever thunder's defaults are.

@@ -1,4 +1,4 @@
-"""Writes inside thunder's torch.compile executor regions (transforms/fusion_regions.py, ``TORCH_COMPILE``).
+"""Writes inside thunder's torch.compile executor regions (``TORCH_COMPILE_RULES`` of executors/torch_compile_inplace.py).
 
 Each rule with a program that breaks without it, on the real executor (Inductor on the CPU). Stock
 ``thunder.jit`` with the same executors gives wrong values on two of them; the extension must not.

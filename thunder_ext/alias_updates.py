@@ -7,7 +7,7 @@ and seeding thunder's view groups with its alias group; ``insert_alias_updates``
 thunder 0.2.6's pass, for the extension's compilations only (``adapt_thunder`` installs it in thunder's
 place). Stock ``thunder.jit`` keeps thunder's: with its torch.compile executor the fix would compute
 wrong values (torch.compile miscompiles a write of an input that another input aliases; the extension
-keeps such a write out of its regions: ``fusion_regions.torch_compile_write_blocker``, rule 5).
+keeps such a write out of its regions: ``executors/torch_compile_inplace.py``, rule 5).
 
 The trace assumes no layout of such an argument, so a later call with other views of the same shapes,
 which hits the same cache entry, computes right too.

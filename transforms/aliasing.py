@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable
 
 import thunder.torch as ltorch
-from thunder.core import dtypes
+from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
-from thunder.core.symbol import BoundSymbol
+from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import get_source_line
 
 from thunder.executors import torchex
@@ -161,6 +161,21 @@ def fused_thunder_copies(bsym: BoundSymbol) -> list[BoundSymbol]:
     """Thunder's own ``copy_`` that a fusion runs inside it (one its fusion pass took in: a write left to
     thunder, or one of an op its autodiff decomposed, such as ``batch_norm``'s running statistics)."""
     return [s for s in bsym.subsymbols if is_thunder_copy(s)] if bsym.sym.is_fusion else []
+
+
+# Prims that compute element i of their result from element i of each tensor argument (thunder's prims
+# do not broadcast). Taken from how thunder builds its elementwise prims, so that the set follows thunder;
+# should that change, the set shrinks to the last four, which only turns in-place writes into copies.
+# (``Tensor.to`` a dtype the tensor has is a shallow copy: ``addcmul`` and ``addcdiv`` are made of them.)
+ELEMENTWISE_PRIM_IDS = frozenset(
+    {s.id for s in vars(prims).values() if isinstance(s, Symbol) and "_elementwise_" in s.meta.__qualname__}
+    | {PrimIDs.WHERE, PrimIDs.LERP, PrimIDs.CONVERT_ELEMENT_TYPE, PrimIDs.SHALLOW_COPY}
+)
+
+
+def is_elementwise(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` is an elementwise prim, or an op made of them only (thunder's ``addcmul``)."""
+    return bsym.sym.id in ELEMENTWISE_PRIM_IDS or (bool(bsym.subsymbols) and all(map(is_elementwise, bsym.subsymbols)))
 
 
 def may_fail_at_runtime(bsym: BoundSymbol) -> bool:

@@ -2,7 +2,9 @@
 
 A fusion executor's pass may take a ``copy_to_out_`` into a region (thunder_ext registers it with
 nvFuser and with thunder's torch.compile executor). What a region may then do with the write depends
-on how the executor runs the region, so each executor states it as a ``RegionRules``:
+on how the executor runs the region, so each executor states it as a ``RegionRules``, which its module
+under ``executors/`` registers for the executor object (``register_region_rules``); a region is known
+by its symbol's executor:
 
 - ``in_order``: whether the region runs its ops in their order. Then the ordering rule of the checker
   applies inside the region as outside it, and a refused write is given back by *taking it out* with its
@@ -15,14 +17,15 @@ on how the executor runs the region, so each executor states it as a ``RegionRul
 =============  ========  ============================================================================
 executor       in order  a write stays in the region when
 =============  ========  ============================================================================
-nvFuser        no        ``nvfuser_write_blocker``: four rules for an output aliasing a region input
-torch.compile  yes       ``torch_compile_write_blocker``: the region computes ``computed``, writes its
+nvFuser        no        ``executors/nvfuser_inplace.py``: four rules for an output aliasing a region input
+torch.compile  yes       ``executors/torch_compile_inplace.py``: the region computes ``computed``, writes its
                          storage once, reads its old value only towards ``computed``, no op of it
                          may fail at runtime, no two of its inputs alias ``out``, and it returns
                          nothing computed from ``computed`` but views of the written value
 =============  ========  ============================================================================
 
-A region no rules own keeps no write: every write in it is given back.
+A region of an executor with no rules keeps no write: every write in it is given back. The helpers
+both executors' rules share are here: ``producer_in``, ``elementwise_cone``, ``indexes_at_runtime``.
 
 Rematerialization (thunder's, in both executors' fusion passes) lets a region recompute values of an
 earlier one from that one's inputs. Across a write to those inputs, wherever the write runs, the
@@ -38,32 +41,24 @@ from dataclasses import dataclass
 from thunder.core import prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
-from thunder.core.symbol import BoundSymbol, Symbol
+from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 from thunder.core.transform_common import dce
 from thunder.executors.passes import transform_for_execution
-from thunder.executors.torch_compile import TorchCompileExecutor
 from thunder.executors.torchex import ex as torch_ex
+from thunder.extend import Executor, FusionExecutor
 
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
     is_copy_to_out,
+    is_elementwise,
     is_update_aliases,
     is_view_op,
     may_fail_at_runtime,
     thunder_inplace_write,
     written_tensors,
-)
-
-# Prims that compute element i of their result from element i of each tensor argument (thunder's prims
-# do not broadcast). Taken from how thunder builds its elementwise prims, so that the set follows thunder;
-# should that change, the set shrinks to the last four, which only turns in-place writes into copies.
-# (``Tensor.to`` a dtype the tensor has is a shallow copy: ``addcmul`` and ``addcdiv`` are made of them.)
-ELEMENTWISE_PRIM_IDS = frozenset(
-    {s.id for s in vars(prims).values() if isinstance(s, Symbol) and "_elementwise_" in s.meta.__qualname__}
-    | {PrimIDs.WHERE, PrimIDs.LERP, PrimIDs.CONVERT_ELEMENT_TYPE, PrimIDs.SHALLOW_COPY}
 )
 
 Blocker = Callable[[BoundSymbol, BoundSymbol, Aliases], "str | None"]
@@ -74,11 +69,23 @@ class RegionRules:
     """What the regions of one fusion executor may do with a ``copy_to_out_`` they run."""
 
     executor: str  # as decisions name it: "nvFuser", "torch.compile"
-    owns: Callable[[BoundSymbol], bool]  # is this fusion bound symbol one of the executor's regions?
     in_order: bool  # does a region run its ops in their order?
     blocker: Blocker  # why the region cannot run this write itself; None if it can
     how: str  # the decision for a write the region keeps
     kept: str  # and its reason, of {region}, {computed} and {out}
+
+
+_RULES: dict[Executor, RegionRules] = {}
+
+
+def register_region_rules(executor: FusionExecutor, rules: RegionRules) -> None:
+    """Let the regions of ``executor`` keep writes by ``rules``; a region of an executor with none keeps none."""
+    _RULES[executor] = rules
+
+
+def rules_for(fusion: BoundSymbol) -> RegionRules | None:
+    """The rules of the executor whose region ``fusion`` is."""
+    return _RULES.get(fusion.sym.executor)
 
 
 def position_in(fusion: BoundSymbol, op: BoundSymbol) -> int:
@@ -86,57 +93,12 @@ def position_in(fusion: BoundSymbol, op: BoundSymbol) -> int:
     return next(i for i, s in enumerate(fusion.subsymbols) if s is op)
 
 
-def _producer_in(fusion: BoundSymbol, write: BoundSymbol) -> BoundSymbol | None:
+def producer_in(fusion: BoundSymbol, write: BoundSymbol) -> BoundSymbol | None:
     computed = write.args[0]
     return next((s for s in fusion.subsymbols if computed.name in {o.name for o in s.flat_proxy_outs}), None)
 
 
-def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """Why the nvFuser region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)``, one of its ops, as an
-    output aliasing ``o``; None if it can.
-
-    nvFuser writes an alias output into ``o``'s buffer at a point of its own choosing, in whichever
-    kernel it schedules, so the region's own order says nothing about when ``o`` is overwritten. Rules:
-
-    1. ``o`` is an input of the region: nvFuser aliases outputs to inputs only.
-    2. ``c`` is computed in the region, by an op other than a write. Stock thunder's sharp edge: a
-       region that only copies an input into another may run no kernel at all.
-    3. ``c`` is not an output of the region, and no other op of the region reads it. Returned, it would
-       share ``o``'s storage (stock thunder's other sharp edge, its issue 1109). The second half is
-       conservative, as in thunder's own proposal of this primitive: whether nvFuser keeps ``c`` apart
-       from ``o``'s buffer for its other readers could not be checked without a GPU.
-    4. Every other op of the region that reads or writes ``o``'s storage, through any alias, is an
-       elementwise prim that reads ``o`` itself and computes part of ``c`` alone (it is in
-       ``c``'s private elementwise cone, ``_elementwise_cone``): it reads element i of ``o`` only to
-       compute element i of ``c``, which is what replaces it. Anything else may run in another kernel or
-       thread after ``o`` is overwritten.
-    """
-    computed, out = thunder_inplace_write(write)
-    name, ops = fusion.sym.name, [s for s in fusion.subsymbols if s is not write]
-    if out.name not in {a.name for a in fusion.flat_proxy_args}:
-        return f"`{out.name}` is computed in `{name}`, and nvFuser aliases outputs to region inputs only"
-    producer = _producer_in(fusion, write)
-    if producer is None:
-        return f"`{computed.name}` is not computed in `{name}`: an aliased copy of a region input may run no kernel"
-    if is_copy_to_out(producer):
-        return f"`{computed.name}` is the result of another write in `{name}`"
-    if computed.name in {o.name for o in fusion.flat_proxy_outs}:
-        return f"`{computed.name}` is also an output of `{name}`, which would share `{out.name}`'s storage"
-    if reader := next((s for s in ops if computed.name in {a.name for a in data_args(s)}), None):
-        return f"`{reader.sym.name}` also reads `{computed.name}` in `{name}`"
-    cone = _elementwise_cone(fusion, write)
-    for op in ops:
-        for a in data_args(op):
-            if aliases.same_storage(a, out) and not (any(op is c for c in cone) and aliases.same_tensor(a, out)):
-                sharing = "" if a.name == out.name else f" (sharing storage with `{out.name}`)"
-                return (
-                    f"`{op.sym.name}` uses `{a.name}`{sharing} in `{name}`, "
-                    f"and is not an elementwise step towards `{computed.name}` alone"
-                )
-    return None
-
-
-def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
+def elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
     """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise (prims, or ops of prims) at ``out``'s shape, and whose
     results nothing else needs: no op of the region outside the cone, and not the region's outputs. Other
     readers of ``computed`` itself do not count: they read the new value, which is what the write leaves
@@ -155,7 +117,7 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
         results = [o.name for o in op.flat_proxy_outs]
         its_users = [u for r in results for u in users.get(r, ()) if r != computed.name or u is write]
         if (
-            _elementwise(op)
+            is_elementwise(op)
             and isinstance(op.output, TensorProxy)
             and op.output.shape == out.shape
             and not outputs.intersection(results)
@@ -166,134 +128,10 @@ def _elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymb
     return cone
 
 
-def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """An output of ``fusion`` computed from ``write``'s ``computed`` in a tensor of its own (a clone, a sum,
-    anything but a view or a rename of the written value, or the result of another write into a region
-    input, which is the caller's buffer); None if there is none."""
-    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
-    same = {write.args[0].name, write.output.name}  # the written value, its views and renames
-    apart: set[str] = set()
-    for op in fusion.subsymbols:
-        read = {p.name for p in op.flat_proxy_args}
-        if op is write or not read & (same | apart):
-            continue
-        outs = {o.name for o in op.flat_proxy_outs}
-        if (is_view_op(op) or is_update_aliases(op)) and not read & apart:
-            same |= outs
-        elif not (is_copy_to_out(op) and any(aliases.same_tensor(op.kwargs["out"], a) for a in inputs)):
-            apart |= outs
-    return next((o.name for o in fusion.flat_proxy_outs if o.name in apart), None)
-
-
-def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
-
-    Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
-    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Six
-    rules, for the six cases where that breaks:
-
-    1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
-       of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
-       region reaches ``o`` too (``y.copy_(x); x.mul_(3)`` leaves ``3 * x`` in ``y``: stock thunder with
-       this executor returns that).
-    2. No earlier write of the region writes storage ``o`` shares. Inductor, given a region that writes
-       a tensor, reads it and writes a view of it, let the read see the second write (found by the
-       fuzzer, ``tests/fuzz_regressions/found_c8f8192c8d30.py``; plain torch.compile 2.9.1 does the same).
-    3. No op of the region before the write reads ``o``'s storage, but the write's own elementwise steps
-       (``_elementwise_cone``, as in nvFuser's rule 4): Inductor ran ``x.sum()`` and ``x.clone()`` of the
-       region after ``x.masked_fill_``'s re-inplaced write (found by the fuzzer, torch 2.9.1, plain
-       torch.compile too).
-    4. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
-       Inductor checks an index in the kernel that uses it, element by element, so it may store part of
-       a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
-       as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
-       writes nothing, Inductor writes ``k[1]`` and raises).
-    5. At most one tensor among the region's inputs shares storage with ``o`` (not two arguments of
-       other sizes, ``f(x, x[0])``). torch.compile 2.9.1 miscompiles a graph that writes an input that another
-       input aliases: plain ``torch.compile`` of ``a.add_(1); return b * 2`` with ``b = a.t()[0]``
-       returns ``b * 2`` as if ``a`` had been written twice; a region of ``f(x, x[0])`` returned ``x``
-       flattened.
-    6. No output of the region is computed from ``c`` in a tensor of its own (``_output_apart_from``).
-       Inductor drops a clone (and other no-ops) of a value and returns the value's own buffer, which the
-       write makes ``o``'s: a later write of either output reached the other (found by the fuzzer,
-       ``tests/fuzz_regressions/found_8a613752dd9d.py``, ``found_aaea656a5649.py``).
-    """
-    computed, name = write.args[0], fusion.sym.name
-    producer = _producer_in(fusion, write)
-    if producer is None or is_copy_to_out(producer):
-        return f"`{computed.name}` is not computed in `{name}`, and Inductor would write a region input as it is later"
-    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
-    if shared := [a.name for a in inputs if aliases.same_storage(a, computed)]:
-        return (
-            f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
-            "which Inductor would write as it is later"
-        )
-    out, earlier = thunder_inplace_write(write)[1], fusion.subsymbols[: position_in(fusion, write)]
-    if again := [o.name for w in earlier for o in written_tensors(w) if aliases.same_storage(o, out)]:
-        return (
-            f"`{name}` already writes `{again[0]}`, which shares storage with `{out.name}`, "
-            "and Inductor may let an earlier read of it see this write"
-        )
-    cone = _elementwise_cone(fusion, write)
-    for op in earlier:
-        if is_update_aliases(op) or is_view_op(op) or any(op is c for c in cone):
-            continue  # a rename or a view names the storage; the cone reads element i to replace it
-        if shared := [a.name for a in data_args(op) if aliases.same_storage(a, out)]:
-            return (
-                f"`{op.sym.name}` reads `{shared[0]}` (the old value of `{out.name}`) in `{name}`, "
-                "and Inductor may run it after the write"
-            )
-    if failing := [s for s in fusion.subsymbols if s is not write and indexes_at_runtime(s)]:
-        return (
-            f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
-            "and Inductor may have written part of the region's writes by then"
-        )
-    sharing = {aliases.tensor_key(a): a.name for a in inputs if aliases.same_storage(a, out)}
-    if len(sharing) > 1:
-        first, second, *_ = sharing.values()
-        return (
-            f"`{first}` and `{second}`, inputs of `{name}`, share storage with `{out.name}`, "
-            "and torch.compile miscompiles a write of an input that another input aliases"
-        )
-    if apart := _output_apart_from(fusion, write, aliases):
-        return (
-            f"`{name}` returns `{apart}`, computed from `{computed.name}`, "
-            "which Inductor may return as the written buffer itself"
-        )
-    return None
-
-
 def indexes_at_runtime(op: BoundSymbol) -> bool:
     """Whether ``op`` may fail when it runs: it takes an integer tensor for other than elementwise arithmetic
     (``may_fail_at_runtime``, less what cannot fail: elementwise ops, writes, renames)."""
-    return may_fail_at_runtime(op) and not (is_copy_to_out(op) or is_update_aliases(op) or _elementwise(op))
-
-
-def _elementwise(op: BoundSymbol) -> bool:
-    return op.sym.id in ELEMENTWISE_PRIM_IDS or (bool(op.subsymbols) and all(map(_elementwise, op.subsymbols)))
-
-
-NVFUSER = RegionRules(
-    "nvFuser",
-    owns=lambda fusion: fusion.sym.name.startswith("nvFusion"),
-    in_order=False,
-    blocker=nvfuser_write_blocker,
-    how="in place in an nvFuser region",
-    kept="`{region}` computes `{computed}` straight into `{out}`'s buffer",
-)
-TORCH_COMPILE = RegionRules(
-    "torch.compile",
-    owns=lambda fusion: isinstance(fusion.sym.executor, TorchCompileExecutor),
-    in_order=True,
-    blocker=torch_compile_write_blocker,
-    how="in a torch.compile region",
-    kept="`{region}` writes `{out}` itself; Inductor re-inplaces the write where it can",
-)
-REGION_RULES = (NVFUSER, TORCH_COMPILE)
-
-
-def rules_for(fusion: BoundSymbol) -> RegionRules | None:
-    return next((r for r in REGION_RULES if r.owns(fusion)), None)
+    return may_fail_at_runtime(op) and not (is_copy_to_out(op) or is_update_aliases(op) or is_elementwise(op))
 
 
 def write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
@@ -363,7 +201,7 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
     taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
     for w in refused:
-        producer = _producer_in(fusion, w)
+        producer = producer_in(fusion, w)
         if producer is not None and isinstance(producer.output, TensorProxy) and not is_copy_to_out(producer):
             taken[id(producer)] = _on_torch_executor(producer)
     pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)

@@ -54,7 +54,7 @@ def _makes_fresh_storage(bsym: BoundSymbol) -> bool:
     )
 
 
-def _elementwise(bsym: BoundSymbol) -> bool:
+def _has_into_form(bsym: BoundSymbol) -> bool:
     """A functional elementwise op of the PyTorch executor, with one result, that has an ``out=`` form."""
     return bsym.sym.executor is torch_ex and bsym.sym.name in INTO_OPS and len(tensor_outs(bsym)) == 1
 
@@ -100,7 +100,7 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
 
     reused = False
     for k, bsym in enumerate(bsyms):
-        if not _elementwise(bsym):
+        if not _has_into_form(bsym):
             continue
         if (a := dead_buffer(k, bsym)) is None:
             a = next_write_target(k, bsym)  # a proxy's truth value is not its presence: no `or` here
