@@ -43,6 +43,7 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,7 @@ from thunder.core.proxies import Proxy, ProxyTag, TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.core.transform_common import dce
+from thunder.core.utils import ProxyDict
 
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
@@ -74,21 +76,36 @@ class _PendingWrite:
     computed: TensorProxy
     follows: list[Proxy]  # results of the ops before it that may fail at runtime
     origin: BoundSymbol  # the last in-place op it writes: the write takes its source line
+    began: int  # the index in the input trace of the op that began it
+
+
+@dataclass
+class _Storage:
+    """What the pass knows of one storage: every tensor ``Aliases`` finds sharing it."""
+
+    last_reference: int = -1  # index of the last op of the input trace that names it
+    requires_grad: bool = False  # an argument that requires grad lives in it (rule 5)
+    pending: _PendingWrite | None = None  # its write, not emitted yet
+    readers: list[Proxy] = field(default_factory=list)  # results of the ops that read it since its last write
+    landed: TensorProxy | None = None  # the result of its latest emitted write
+
+
+@dataclass
+class _Tensor:
+    """What the pass knows of one runtime tensor (``Aliases.tensor_key``), whatever names it has."""
+
+    value: Proxy | None = None  # its current value, where a write changed it
+    synced: str | None = None  # the landed write of its storage that its current name follows
 
 
 @dataclass
 class _Functionalizer:
     trace: TraceCtx  # the trace being built, which names new proxies
     aliases: Aliases  # over the input trace, whose names denote runtime tensors, and its writes' own ops
-    last_reference: dict[str, int]  # storage key -> index of the last op of the input trace that names it
-    grad_storages: set[str]  # storage keys of the arguments that require grad
+    storages: defaultdict[str, _Storage]  # by ``Aliases.storage_key``; new for a tensor the pass makes
+    tensors: dict[str, _Tensor] = field(default_factory=lambda: defaultdict(_Tensor))  # by ``Aliases.tensor_key``
     out: list[BoundSymbol] = field(default_factory=list)
-    value: dict[str, Proxy] = field(default_factory=dict)  # written tensor -> proxy of its current value
-    pending: dict[str, _PendingWrite] = field(default_factory=dict)  # storage key -> write
-    readers: dict[str, list[Proxy]] = field(default_factory=dict)  # storage key -> reader results
-    producer: dict[str, BoundSymbol] = field(default_factory=dict)
-    landed: dict[str, TensorProxy] = field(default_factory=dict)  # storage key -> latest write landed in it
-    synced: dict[str, str] = field(default_factory=dict)  # tensor -> the landed write its current name follows
+    producer: ProxyDict = field(default_factory=ProxyDict)  # of what the pass emitted
     may_fail: list[Proxy] = field(default_factory=list)  # results of ops that may fail at runtime, so far
 
     def resolve(self, p: Proxy) -> Proxy:
@@ -97,13 +114,19 @@ class _Functionalizer:
         Keyed by tensor, not by value: after ``x.copy_(y)`` the name ``x`` resolves to ``y``, while
         ``y`` stays ``y`` when ``x`` is written again.
         """
-        return self.value.get(self.aliases.tensor_key(p), p) if isinstance(p, TensorProxy) else p
+        if not isinstance(p, TensorProxy):
+            return p
+        value = self.tensor(p).value
+        return p if value is None else value
 
-    def storage(self, t: TensorProxy) -> str:
-        return self.aliases.storage_key(t)
+    def storage(self, t: TensorProxy) -> _Storage:
+        return self.storages[self.aliases.storage_key(t)]
+
+    def tensor(self, t: TensorProxy) -> _Tensor:
+        return self.tensors[self.aliases.tensor_key(t)]
 
     def reads_pending_value(self, t: TensorProxy) -> bool:
-        write = self.pending.get(self.storage(t))
+        write = self.storage(t).pending
         return write is not None and write.tensor == self.aliases.tensor_key(t)
 
     def emit(self, bsym: BoundSymbol, *, rename: bool = True) -> None:
@@ -111,27 +134,28 @@ class _Functionalizer:
         bsym = bsym.from_bsym_swap_proxies(swap, skip_output=True) if swap and rename else bsym
         self.out.append(bsym)
         for o in bsym.flat_proxy_outs:
-            self.producer[o.name] = bsym
+            self.producer[o] = bsym
         for o in tensor_outs(bsym):  # made now, from names that follow every landed write (refresh)
-            if (landed := self.landed.get(self.storage(o))) is not None:
-                self.synced[self.aliases.tensor_key(o)] = landed.name
+            if (landed := self.storage(o).landed) is not None:
+                self.tensor(o).synced = landed.name
         if may_fail_at_runtime(bsym):
             self.may_fail.extend(bsym.flat_proxy_outs)
 
     def ancestors(self, p: Proxy) -> set[str]:
-        seen, stack = set(), [p.name]
+        seen, stack = set(), [p]
         while stack:
-            bsym = self.producer.get(stack.pop())
+            bsym = self.producer.get(stack.pop(), None)
             for a in bsym.flat_proxy_args if bsym is not None else ():
                 if a.name not in seen:
                     seen.add(a.name)
-                    stack.append(a.name)
+                    stack.append(a)
         return seen
 
-    def flush(self, key: str) -> TensorProxy:
-        write = self.pending.pop(key)
+    def flush(self, storage: _Storage) -> TensorProxy:
+        write, storage.pending = storage.pending, None
+        readers, storage.readers = storage.readers, []
         before = self.ancestors(write.computed) | {write.computed.name}
-        after = {r.name: r for r in [*self.readers.pop(key, []), *write.follows] if r.name not in before}
+        after = {r.name: r for r in [*readers, *write.follows] if r.name not in before}
         after = tuple(after.values())
         with tracectx(self.trace):
             result = TensorProxy(like=write.target)
@@ -141,9 +165,9 @@ class _Functionalizer:
         bsym = copy_to_out_.bind(write.computed, out=write.target, after=after, output=result)
         where = {"source_filename": write.origin.source_filename, "source_positions": write.origin.source_positions}
         self.emit(bsym.from_bsym(**where), rename=False)
-        self.value[write.tensor] = result
-        self.landed[key] = result
-        self.synced[write.tensor] = result.name
+        self.tensors[write.tensor].value = result
+        self.tensors[write.tensor].synced = result.name
+        storage.landed = result
         return result
 
     def refresh(self, t: TensorProxy) -> None:
@@ -151,17 +175,16 @@ class _Functionalizer:
         x.mul_(2); y.copy_(v)``): thunder renames it only before an in-place op on it, so its readers
         would follow the write in program order alone. Renaming it through ``update_aliases`` with the
         write's result, as thunder does, makes them depend on the write."""
-        landed, tensor = self.landed.get(self.storage(t)), self.aliases.tensor_key(t)
-        if landed is None or self.synced.get(tensor) == landed.name:
+        landed, tensor = self.storage(t).landed, self.tensor(t)
+        if landed is None or tensor.synced == landed.name:
             return
         renamed, _ = self.traced(lambda: prims.update_aliases((self.resolve(t), landed)))
-        self.value[tensor] = renamed
-        self.synced[tensor] = landed.name
+        tensor.value, tensor.synced = renamed, landed.name
 
-    def observe(self, key: str) -> None:
-        """The storage ``key`` is about to be observed: its pending write must land first."""
-        if key in self.pending:
-            self.flush(key)
+    def observe(self, storage: _Storage) -> None:
+        """``storage`` is about to be observed: its pending write must land first."""
+        if storage.pending is not None:
+            self.flush(storage)
 
     def read(self, bsym: BoundSymbol) -> None:
         """Flush writes whose storage ``bsym`` observes; note it as a reader of the old values.
@@ -171,47 +194,47 @@ class _Functionalizer:
         writes through the view must reach.
         """
         view = is_view_op(bsym)
-        keys = []
+        observed = []
         for t in tensor_args(bsym):
             if self.reads_pending_value(t) and not view:
                 continue
-            if (key := self.storage(t)) not in keys:
-                keys.append(key)
-        for key in keys:
-            self.observe(key)
+            storage = self.storage(t)
+            if all(s is not storage for s in observed):
+                observed.append(storage)
+        for storage in observed:
+            self.observe(storage)
         for t in tensor_args(bsym):
             if not self.reads_pending_value(t):
                 self.refresh(t)
         if not view:
-            for key in keys:
-                self.readers.setdefault(key, []).extend(bsym.flat_proxy_outs)
+            for storage in observed:
+                storage.readers.extend(bsym.flat_proxy_outs)
 
     def write(self, index: int, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
         for functional_part in bsym.subsymbols[:-1]:
             self.aliases.add(functional_part)  # a view among them (copy_ expands its source) shares its storage
             self.read(functional_part)
             self.emit(functional_part)
-        source, key, tensor = computed, self.storage(target), self.aliases.tensor_key(target)
+        source, storage, tensor = computed, self.storage(target), self.aliases.tensor_key(target)
         if not self.reads_pending_value(source):  # x.copy_(y) reads y's storage
             self.observe(self.storage(source))
             self.refresh(source)
         computed = self.conform(self.resolve(computed), target)
-        write = self.pending.get(key)
+        write = storage.pending
         if write is not None and write.tensor == tensor:  # a chain: overwritten before anything observed it
             write.computed, write.follows, write.origin = computed, list(self.may_fail), bsym
         else:
-            self.observe(key)
+            self.observe(storage)
             self.refresh(target)
-            self.pending[key] = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail), bsym)
-        self.value[tensor] = computed
-        last = self.last_reference
-        both_named_later = last.get(self.storage(source), -1) > index and last.get(key, -1) > index
+            storage.pending = _PendingWrite(tensor, self.resolve(target), computed, list(self.may_fail), bsym, index)
+        self.tensors[tensor].value = computed
+        both_named_later = min(self.storage(source).last_reference, storage.last_reference) > index
         if both_named_later or cuts_the_gradient(bsym, computed):
             # ``x.copy_(y)`` with both still reachable: deferring would let a later write to ``y`` reach
             # the readers of ``x``; under no_grad, readers of ``computed`` would differentiate through it
             # (rule 5). The write lands now, and a later write to ``y`` waits for it.
-            result = self.flush(key)
-            self.readers.setdefault(self.storage(source), []).append(result)
+            result = self.flush(storage)
+            self.storage(source).readers.append(result)
 
     def conform(self, computed: TensorProxy, target: TensorProxy) -> TensorProxy:
         """``copy_`` broadcasts and converts its source; ``copy_to_out_`` takes it as ``target`` is."""
@@ -240,11 +263,11 @@ class _Functionalizer:
             self.observe(self.storage(t))
         carried = {self.resolve(t).name for t in ins}
         for t in ins:  # a group that carries the latest write of its storage follows it already
-            if (landed := self.landed.get(self.storage(t))) is None or landed.name not in carried:
+            if (landed := self.storage(t).landed) is None or landed.name not in carried:
                 self.refresh(t)
         self.emit(bsym)
         for o in tensor_outs(bsym):
-            self.value[self.aliases.tensor_key(o)] = o
+            self.tensor(o).value = o
 
     def hand_over(self, ret: BoundSymbol) -> None:
         """The trace returns, and its caller observes every storage ``ret`` names (the arguments among them):
@@ -252,12 +275,13 @@ class _Functionalizer:
         every write's result has a reader. Thunder's rematerialization needs that: it cannot handle a
         fusion region with no output. A pending write to storage ``ret`` does not name is dead (an
         intermediate nothing observes any more) and is dropped."""
-        returned = {self.storage(t) for t in tensor_args(ret)}
-        for key in list(self.pending):
-            if key in returned:
-                self.flush(key)
+        returned = [self.storage(t) for t in tensor_args(ret)]
+        pending = sorted((s for s in self.storages.values() if s.pending is not None), key=lambda s: s.pending.began)
+        for storage in pending:
+            if any(storage is r for r in returned):
+                self.flush(storage)
             else:
-                del self.pending[key]
+                storage.pending = None
         for t in tensor_args(ret):
             self.refresh(t)
         self.emit(ret)
@@ -265,7 +289,7 @@ class _Functionalizer:
     def left_to_thunder(self, bsym: BoundSymbol, target: TensorProxy) -> bool:
         """Rule 5: a differentiated write into storage of an argument that requires grad stays thunder's op,
         which the loop then treats as any other reader of that storage."""
-        return not traced_without_grad(bsym) and self.storage(target) in self.grad_storages
+        return not traced_without_grad(bsym) and self.storage(target).requires_grad
 
     def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
         for index, bsym in enumerate(bsyms):
@@ -281,12 +305,15 @@ class _Functionalizer:
         return self.out
 
 
-def _last_reference(bsyms: list[BoundSymbol], aliases: Aliases) -> dict[str, int]:
-    last = {}
-    for index, bsym in enumerate(bsyms):
+def _storages(trace: TraceCtx, aliases: Aliases) -> defaultdict[str, _Storage]:
+    """A record of every storage the trace names, with where it is named last and whether it needs grad."""
+    storages: defaultdict[str, _Storage] = defaultdict(_Storage)
+    for index, bsym in enumerate(trace.bound_symbols):
         for t in (*tensor_args(bsym), *tensor_outs(bsym)):
-            last[aliases.storage_key(t)] = index
-    return last
+            storages[aliases.storage_key(t)].last_reference = index
+    for key in _grad_storages(trace, aliases):
+        storages[key].requires_grad = True
+    return storages
 
 
 def traced_without_grad(bsym: BoundSymbol) -> bool:
@@ -323,9 +350,7 @@ def functionalize_writes(trace: TraceCtx) -> TraceCtx:
     trace = dce(trace)
     new_trace = from_trace(trace)
     aliases = Aliases(trace.bound_symbols)
-    functionalizer = _Functionalizer(
-        new_trace, aliases, _last_reference(trace.bound_symbols, aliases), _grad_storages(trace, aliases)
-    )
+    functionalizer = _Functionalizer(new_trace, aliases, _storages(trace, aliases))
     new_trace.bound_symbols = functionalizer.run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: functionalize writes into copy_to_out_"))
     return new_trace
