@@ -27,13 +27,13 @@ from thunder_ext.transforms.aliasing import (
     is_copy_to_out,
     is_update_aliases,
     is_view_op,
+    may_fail_at_runtime,
     thunder_inplace_write,
     written_tensors,
 )
 from thunder_ext.transforms.fusion_regions import (
     RegionRules,
     elementwise_cone,
-    indexes_at_runtime,
     position_in,
     producer_in,
     register_region_rules,
@@ -79,7 +79,8 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
        (``elementwise_cone``, as in nvFuser's rule 4): Inductor ran ``x.sum()`` and ``x.clone()`` of the
        region after ``x.masked_fill_``'s re-inplaced write (found by the fuzzer, torch 2.9.1, plain
        torch.compile too).
-    4. No other op of the region may fail at runtime (``indexes_at_runtime``: an index out of range).
+    4. No other op of the region may fail at runtime (``may_fail_at_runtime``: an index out of range, an
+       integer division by zero).
        Inductor checks an index in the kernel that uses it, element by element, so it may store part of
        a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
        as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
@@ -119,9 +120,9 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
                 f"`{op.sym.name}` reads `{shared[0]}` (the old value of `{out.name}`) in `{name}`, "
                 "and Inductor may run it after the write"
             )
-    if failing := [s for s in fusion.subsymbols if s is not write and indexes_at_runtime(s)]:
+    if failing := [s for s in fusion.subsymbols if s is not write and may_fail_at_runtime(s)]:
         return (
-            f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range), "
+            f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range, an integer division by zero), "
             "and Inductor may have written part of the region's writes by then"
         )
     sharing = {aliases.tensor_key(a): a.name for a in inputs if aliases.same_storage(a, out)}

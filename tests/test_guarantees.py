@@ -203,3 +203,35 @@ def test_copy_to_out_called_directly_writes():
     out = thunder_ext.jit(f)(a, b)
     torch.testing.assert_close(b, a * 2)
     torch.testing.assert_close(out, a * 2 + 1)
+
+
+def divide_then_write(x, n, d):
+    y = x + 1.0  # the value to write is ready before the division: only the ordering edge keeps the write after it
+    q = n // d  # integer division: eager raises on a zero divisor, before x is written
+    x.copy_(y)
+    return q
+
+
+def add_then_write(x, n, d):
+    y = x + 1.0
+    q = n + d  # integer addition cannot fail
+    x.copy_(y)
+    return q
+
+
+# Under thunder's torch.compile executor an integer division by zero kills the process (SIGFPE in Inductor's
+# kernel, stock thunder too: docs/design.md, Limits), so this runs under the defaults only.
+@pytest.mark.executor_sets("defaults")
+def test_a_write_waits_for_an_integer_division_that_may_fail_under_adversarial_scheduling():
+    x = torch.zeros(3)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        thunder_ext.jit(divide_then_write, transforms=[HoistWrites()])(x, torch.tensor([4]), torch.tensor([0]))
+    assert torch.equal(x, torch.zeros(3))
+    assert_matches_eager(divide_then_write, torch.zeros(3), torch.tensor([4]), torch.tensor([3]), transforms=[HoistWrites()])
+
+
+def test_a_write_need_not_wait_for_integer_arithmetic_that_cannot_fail():
+    args = torch.zeros(3), torch.tensor([4]), torch.tensor([0])
+    (divided,) = writes_in(functionalized_trace(assert_matches_eager(divide_then_write, *args[:2], torch.tensor([3]))))
+    (added,) = writes_in(functionalized_trace(assert_matches_eager(add_then_write, *args)))
+    assert len(divided.kwargs["after"]) == 1 and added.kwargs["after"] == ()

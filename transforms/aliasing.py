@@ -178,10 +178,23 @@ def is_elementwise(bsym: BoundSymbol) -> bool:
     return bsym.sym.id in ELEMENTWISE_PRIM_IDS or (bool(bsym.subsymbols) and all(map(is_elementwise, bsym.subsymbols)))
 
 
+# Elementwise prims that raise on some integer operands, as eager does: a zero divisor, a negative exponent.
+_FAILING_ON_INTEGERS = frozenset({PrimIDs.DIV, PrimIDs.FMOD, PrimIDs.REMAINDER, PrimIDs.POW, PrimIDs.PY_FLOORDIV})
+
+
 def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
-    """Whether ``bsym`` may raise when it runs: it takes an integer tensor, i.e. indices that may be out
-    of range (shapes and dtypes are checked while tracing). Over-approximates: integer arithmetic counts."""
-    return any(dtypes.is_exact_dtype(t.dtype) and not dtypes.is_boolean_dtype(t.dtype) for t in tensor_args(bsym))
+    """Whether ``bsym`` may raise when it runs, which tracing cannot rule out (it checks shapes and dtypes): it
+    takes an integer tensor, as an index that may be out of range or as an operand of integer division,
+    remainder or power. Other elementwise arithmetic, writes and renames cannot fail."""
+    if not any(dtypes.is_exact_dtype(t.dtype) and not dtypes.is_boolean_dtype(t.dtype) for t in tensor_args(bsym)):
+        return False
+    return not (is_copy_to_out(bsym) or is_update_aliases(bsym) or _cannot_fail(bsym))
+
+
+def _cannot_fail(bsym: BoundSymbol) -> bool:
+    if bsym.sym.id in ELEMENTWISE_PRIM_IDS:
+        return bsym.sym.id not in _FAILING_ON_INTEGERS
+    return bool(bsym.subsymbols) and all(map(_cannot_fail, bsym.subsymbols))
 
 
 def write_destination(bsym: BoundSymbol) -> TensorProxy | None:

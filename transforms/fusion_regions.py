@@ -25,7 +25,7 @@ torch.compile  yes       ``executors/torch_compile_inplace.py``: the region comp
 =============  ========  ============================================================================
 
 A region of an executor with no rules keeps no write: every write in it is given back. The helpers
-both executors' rules share are here: ``producer_in``, ``elementwise_cone``, ``indexes_at_runtime``.
+both executors' rules share are here: ``producer_in``, ``elementwise_cone``.
 
 Rematerialization (thunder's, in both executors' fusion passes) lets a region recompute values of an
 earlier one from that one's inputs. Across a write to those inputs, wherever the write runs, the
@@ -126,12 +126,6 @@ def elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbo
         ):
             cone.append(op)
     return cone
-
-
-def indexes_at_runtime(op: BoundSymbol) -> bool:
-    """Whether ``op`` may fail when it runs: it takes an integer tensor for other than elementwise arithmetic
-    (``may_fail_at_runtime``, less what cannot fail: elementwise ops, writes, renames)."""
-    return may_fail_at_runtime(op) and not (is_copy_to_out(op) or is_update_aliases(op) or is_elementwise(op))
 
 
 def write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
