@@ -3,8 +3,10 @@
 Written for lightning-thunder 0.2.6 (``WRITTEN_FOR``); ``adapt_thunder`` refuses another version, whose
 tables these changes may no longer fit. Importing ``thunder_ext`` changes nothing: the extension's
 ``InplaceTransform`` calls ``adapt_thunder`` when it is made (so ``thunder_ext.jit``, the plugin and the
-backend do), and so does the pytest option ``--thunder-ext``. The one thing importing does is name the
-plugin ``"inplace"`` for ``thunder.compile`` (``thunder_ext.plugin``).
+backend do), and so does the pytest option ``--thunder-ext``. What importing does adds names of the
+extension's own to thunder's registries and changes nothing thunder did: the plugin ``"inplace"`` for
+``thunder.compile`` (``thunder_ext.plugin``), the executor ``inplace_ex``, and ``copy_to_out_`` among the
+ops thunder's fusion executors take (``executors/``), which only a trace of the extension holds.
 
 Two kinds of change:
 
