@@ -44,7 +44,7 @@ def _split_alias_groups(
     return reshaped, apart
 
 
-THUNDERS = update_aliases.insert_alias_updates
+_thunders = update_aliases.insert_alias_updates  # bound before adapt_thunder installs ours in its place
 
 
 def insert_alias_updates(computation_trace: TraceCtx, alias_tensor_indices: list[list[int]]) -> TraceCtx:
@@ -52,7 +52,7 @@ def insert_alias_updates(computation_trace: TraceCtx, alias_tensor_indices: list
     different sizes."""
     reshaped, apart = _split_alias_groups(computation_trace, alias_tensor_indices)
     if not apart or not compiling_with_extension():
-        return THUNDERS(computation_trace, alias_tensor_indices)
+        return _thunders(computation_trace, alias_tensor_indices)
     return _keep_apart(computation_trace, reshaped, apart)
 
 
