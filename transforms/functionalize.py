@@ -275,10 +275,10 @@ class _Functionalizer:
         every write's result has a reader. Thunder's rematerialization needs that: it cannot handle a
         fusion region with no output. A pending write to storage ``ret`` does not name is dead (an
         intermediate nothing observes any more) and is dropped."""
-        returned = [self.storage(t) for t in tensor_args(ret)]
+        returned = {id(self.storage(t)) for t in tensor_args(ret)}
         pending = sorted((s for s in self.storages.values() if s.pending is not None), key=lambda s: s.pending.began)
         for storage in pending:
-            if any(storage is r for r in returned):
+            if id(storage) in returned:
                 self.flush(storage)
             else:
                 storage.pending = None
