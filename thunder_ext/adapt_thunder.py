@@ -10,18 +10,15 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**What thunder already does changes only in the extension's compilations** (those that carry
-``InplaceTransform``: ``compiling_with_extension``); stock ``thunder.jit`` in the same process does and
-says what it did before.
+**Two changes hold in the extension's compilations only** (those that carry ``InplaceTransform``:
+``compiling_with_extension``); stock ``thunder.jit`` in the same process does and says what it did before.
 
 - Errors of in-place ops name the op, the tensors and the user's line (``thunder_ext.inplace_errors``),
   and a number where the op takes a tensor only is a ``TypeError``, as in eager (thunder: ``ValueError``).
-- ``Tensor.copy_`` from a source that broadcasts to the target: thunder's ``_copy_`` converts the dtype
-  but not the shape, and ``prims.copy_`` then refuses ("Shapes were expected to be the same"), where
-  PyTorch broadcasts. The extension's ``_copy_`` expands the source first.
 - Arguments that share storage at different sizes (``f(x, x[0])``): thunder's ``insert_alias_updates``
   fails on them ("Attempting to reshape"); the extension traces each as itself
-  (``thunder_ext.alias_updates``).
+  (``thunder_ext.alias_updates``). Not for stock thunder: with its torch.compile executor the fix would
+  compute wrong values, which the extension's region rules prevent (rule 5).
 
 **What thunder 0.2.6 lacks is added for every compilation**, each entry only where thunder has none: a
 fix, since stock thunder raises where eager computes. From the first ``adapt_thunder`` on, stock
@@ -31,6 +28,9 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   (``TypeError: 'NoneType' object is not callable``). litgpt's sliding-window cache writes at
   ``input_pos % max_cache_len``; Python's ``%`` on tensors is ``torch.remainder``.
 - ``Tensor.fill_`` (and ``torch.fill_``): not defined at all.
+- ``Tensor.copy_`` from a source that broadcasts to the target: thunder's ``_copy_`` converts the dtype
+  but not the shape, and ``prims.copy_`` then refuses ("Shapes were expected to be the same"), where
+  PyTorch broadcasts. ``_copy_`` expands the source first.
 - What ``torch.optim``'s updates need (``thunder_ext.optim``): the ``torch._foreach_*`` ops of SGD and
   Adam with ``foreach=True``, each traced as its op on every tensor of the list; ``Tensor.is_sparse``
   (False: thunder traces dense tensors); and ``torch.autograd.profiler.record_function``, the profiler's
@@ -103,7 +103,7 @@ _thunders_copy_ = ltorch._copy_
 
 
 def _copy_(a, b, /):
-    if isinstance(b, TensorProxy) and b.shape != a.shape and compiling_with_extension():
+    if isinstance(b, TensorProxy) and b.shape != a.shape:
         b = ltorch.expand(b, a.shape)
     return _thunders_copy_(a, b)
 
