@@ -79,11 +79,13 @@ def adapt_thunder() -> None:
 
 @functools.cache
 def _adapt_once() -> None:
-    # additions first: ``fill_`` is an in-place op whose errors are then named like the others'
+    # For every compilation: what thunder lacks. First, since ``fill_`` is an in-place op whose errors are
+    # then named like the others'.
     _add_missing_ops()
+    ltorch._copy_ = _broadcasting_copy_
+    # For the extension's compilations only. thunder calls ``insert_alias_updates`` by the name it imported;
+    # its autograd lookasides import it from the module.
     _name_inplace_errors()
-    ltorch._copy_ = _copy_
-    # thunder calls it by the name it imported; its autograd lookasides import it from the module
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
 
 
@@ -102,7 +104,7 @@ def divert(torch_fn, thunder_fn) -> None:
 _thunders_copy_ = ltorch._copy_
 
 
-def _copy_(a, b, /):
+def _broadcasting_copy_(a, b, /):
     if isinstance(b, TensorProxy) and b.shape != a.shape:
         b = ltorch.expand(b, a.shape)
     return _thunders_copy_(a, b)
