@@ -111,7 +111,6 @@ def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Alia
     return None
 
 
-
 NVFUSER_RULES = RegionRules(
     "nvFuser",
     in_order=False,
