@@ -140,7 +140,6 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     return None
 
 
-
 TORCH_COMPILE_RULES = RegionRules(
     "torch.compile",
     in_order=True,

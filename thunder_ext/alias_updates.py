@@ -24,8 +24,6 @@ from thunder_ext.executors.torch_inplace import share_storage
 from thunder_ext.transforms.transform import compiling_with_extension
 
 
-
-
 def _split_alias_groups(
     trace: TraceCtx, alias_tensor_indices: list[list[int]]
 ) -> tuple[list[list[int]], list[set[VariableInterface]]]:
