@@ -92,7 +92,7 @@ def test_entry_points_targets_follow_the_measurements():
 
 def test_compile_scaling_targets_follow_the_measurements():
     def result(stock: float, ext: float, passes: float, in_place: int) -> compile_scaling.Result:
-        return compile_scaling.Result({compile_scaling.STOCK: stock, compile_scaling.EXT: ext}, passes, in_place, 50)
+        return compile_scaling.Result({compile_scaling.STOCK: stock, compile_scaling.EXT: ext}, passes, passes, in_place, 50)
 
     linear = {100: result(10.0, 10.1, 0.1, 50), 3000: result(300.0, 310.0, 3.0, 50)}
     quadratic = {100: result(10.0, 10.1, 0.1, 50), 3000: result(300.0, 330.0, 30.0, 49)}
