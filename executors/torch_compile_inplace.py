@@ -16,10 +16,15 @@ hold for the regions of all three (a copy of thunder's own that one of them fuse
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.executors.torch_compile import torch_compile_cat_ex, torch_compile_ex, torch_compile_xentropy_ex
 
+from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, CHECKED_WRITES, checked_index
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
     Aliases,
@@ -28,6 +33,7 @@ from thunder_ext.transforms.aliasing import (
     is_update_aliases,
     is_view_op,
     may_fail_at_runtime,
+    tensor_outs,
     thunder_inplace_write,
     written_tensors,
 )
@@ -43,21 +49,24 @@ torch_compile_ex.register_supported(copy_to_out_)
 
 
 def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """An output of ``fusion`` computed from ``write``'s ``computed`` in a tensor of its own (a clone, a sum,
-    anything but a view or a rename of the written value, or the result of another write into a region
-    input, which is the caller's buffer); None if there is none."""
+    """An output of ``fusion`` computed from ``write``'s ``computed`` in a tensor of its own that Inductor may take
+    for a no-op of it: anything but a view or a rename of the written value, or the result of another write
+    into a region input (the caller's buffer), with the shape and dtype of what it is computed from, at each
+    step from the written value (a clone, ``x * 1``, a one-tensor ``cat``; Inductor's no-ops return their
+    input, so a step that changes shape or dtype, a matmul, a reduction, makes a buffer of its own). None if
+    there is none."""
     inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
     same = {write.args[0].name, write.output.name}  # the written value, its views and renames
     apart: set[str] = set()
     for op in fusion.subsymbols:
-        read = {p.name for p in op.flat_proxy_args}
+        read = {a.name for a in data_args(op)}  # a write's `after` only orders it
         if op is write or not read & (same | apart):
             continue
-        outs = {o.name for o in op.flat_proxy_outs}
         if (is_view_op(op) or is_update_aliases(op)) and not read & apart:
-            same |= outs
+            same |= {o.name for o in op.flat_proxy_outs}
         elif not (is_copy_to_out(op) and any(aliases.same_tensor(op.kwargs["out"], a) for a in inputs)):
-            apart |= outs
+            sources = {(a.shape, a.dtype) for a in data_args(op) if a.name in same | apart}
+            apart |= {o.name for o in tensor_outs(op) if (o.shape, o.dtype) in sources}
     return next((o.name for o in fusion.flat_proxy_outs if o.name in apart), None)
 
 
@@ -76,24 +85,26 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
        a tensor, reads it and writes a view of it, let the read see the second write (found by the
        fuzzer, ``tests/fuzz_regressions/found_c8f8192c8d30.py``; plain torch.compile 2.9.1 does the same).
     3. No op of the region before the write reads ``o``'s storage, but the write's own elementwise steps
-       (``elementwise_cone``, as in nvFuser's rule 4): Inductor ran ``x.sum()`` and ``x.clone()`` of the
-       region after ``x.masked_fill_``'s re-inplaced write (found by the fuzzer, torch 2.9.1, plain
-       torch.compile too).
+       (``elementwise_cone``, as in nvFuser's rule 4) and its own base update (``c = index_copy(o, ...)``,
+       ``k.index_copy_`` as thunder traces it: the re-inplaced write is that op): Inductor ran ``x.sum()``
+       and ``x.clone()`` of the region after ``x.masked_fill_``'s re-inplaced write (found by the fuzzer,
+       torch 2.9.1, plain torch.compile too).
     4. No other op of the region may fail at runtime (``may_fail_at_runtime``: an index out of range, an
-       integer division by zero).
+       integer division by zero), unless a check before the region stands for it (``position_checks``).
        Inductor checks an index in the kernel that uses it, element by element, so it may store part of
        a write before it fails, or fail before a write that eager makes first; eager leaves the inputs
        as they were at the failing op (``k.index_copy_(0, tensor([1, 9]), new)`` into a ``k`` of 4: eager
-       writes nothing, Inductor writes ``k[1]`` and raises).
+       writes ``k[1]`` and raises, Inductor may write both rows' valid parts or none).
     5. At most one tensor among the region's inputs shares storage with ``o`` (not two arguments of
        other sizes, ``f(x, x[0])``). torch.compile 2.9.1 miscompiles a graph that writes an input that another
        input aliases: plain ``torch.compile`` of ``a.add_(1); return b * 2`` with ``b = a.t()[0]``
        returns ``b * 2`` as if ``a`` had been written twice; a region of ``f(x, x[0])`` returned ``x``
        flattened.
-    6. No output of the region is computed from ``c`` in a tensor of its own (``_output_apart_from``).
-       Inductor drops a clone (and other no-ops) of a value and returns the value's own buffer, which the
-       write makes ``o``'s: a later write of either output reached the other (found by the fuzzer,
-       ``tests/fuzz_regressions/found_8a613752dd9d.py``, ``found_aaea656a5649.py``).
+    6. No output of the region is computed from ``c`` in a tensor of its own that Inductor may take for a
+       no-op of ``c`` (``_output_apart_from``). Inductor drops a clone (and other no-ops) of a value and
+       returns the value's own buffer, which the write makes ``o``'s: a later write of either output reached
+       the other (found by the fuzzer, ``tests/fuzz_regressions/found_8a613752dd9d.py``,
+       ``found_aaea656a5649.py``). A decode step's logits, computed from the cache by matmuls, are no no-op.
     """
     computed, name = write.args[0], fusion.sym.name
     producer = producer_in(fusion, write)
@@ -112,18 +123,19 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
             "and Inductor may let an earlier read of it see this write"
         )
     cone = elementwise_cone(fusion, write)
+    own_update = producer.sym.name in BASE_UPDATE_OPS and aliases.same_tensor(producer.args[0], out)
     for op in earlier:
-        if is_update_aliases(op) or is_view_op(op) or any(op is c for c in cone):
+        if is_update_aliases(op) or is_view_op(op) or any(op is c for c in cone) or (own_update and op is producer):
             continue  # a rename or a view names the storage; the cone reads element i to replace it
         if shared := [a.name for a in data_args(op) if aliases.same_storage(a, out)]:
             return (
                 f"`{op.sym.name}` reads `{shared[0]}` (the old value of `{out.name}`) in `{name}`, "
                 "and Inductor may run it after the write"
             )
-    if failing := [s for s in fusion.subsymbols if s is not write and may_fail_at_runtime(s)]:
+    if failing := _position_checked_ops(fusion, aliases)[1]:
         return (
             f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range, an integer division by zero), "
-            "and Inductor may have written part of the region's writes by then"
+            "no check before the region can stand for it, and Inductor may have written part of the region's writes by then"
         )
     sharing = {aliases.tensor_key(a): a.name for a in inputs if aliases.same_storage(a, out)}
     if len(sharing) > 1:
@@ -140,12 +152,116 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     return None
 
 
+@dataclass(frozen=True)
+class _Indexing:
+    """How an op that may fail only on an index out of range indexes: ``tensor`` along ``dim`` at ``index``,
+    run here as ``checked_as`` (``executors/torch_inplace.py``), which also takes ``others``."""
+
+    tensor: TensorProxy
+    dim: int
+    index: TensorProxy
+    others: tuple[TensorProxy, ...]
+    checked_as: str
+
+
+# thunder's ops, by name, whose only failure at runtime is an index out of range, as each indexes
+_INDEXING: dict[str, Callable[[BoundSymbol], _Indexing | None]] = {
+    "index_copy": lambda op: _Indexing(op.args[0], op.args[1], op.args[2], (op.args[3],), "index_copy_"),
+    "index_add": lambda op: _Indexing(op.args[0], op.args[1], op.args[2], (op.args[3],), "index_add_"),
+    "index_select": lambda op: _Indexing(op.args[0], op.args[1], op.args[2], (), "index_select"),
+    "embedding": lambda op: None if _max_norm(op) is not None else _Indexing(op.args[1], 0, op.args[0], (), "embedding"),
+}
+
+
+def _max_norm(embedding: BoundSymbol) -> float | None:
+    """With a ``max_norm``, ``embedding`` also writes its weight."""
+    return embedding.args[3] if len(embedding.args) > 3 else embedding.kwargs.get("max_norm")
+
+
+def _checkable(fusion: BoundSymbol, op: BoundSymbol, aliases: Aliases) -> _Indexing | None:
+    """How ``op`` indexes, where a check of its index before ``fusion`` can stand for ``op``'s own: ``fusion``
+    takes the index as an input and does not write it, so that the check sees its value; an op that writes
+    (eager checks a position before it writes there) writes at one int64 position, since eager fails on
+    several midway, having written the others."""
+    indexing = _INDEXING[op.sym.name](op) if op.sym.name in _INDEXING else None
+    if indexing is None or not all(isinstance(n, int) for n in indexing.tensor.shape):
+        return None
+    index = indexing.index
+    if index.name not in {a.name for a in fusion.flat_proxy_args}:
+        return None
+    if any(aliases.same_storage(w, index) for s in fusion.subsymbols for w in written_tensors(s)):
+        return None
+    if indexing.checked_as in CHECKED_WRITES and not (index.dtype == dtypes.int64 and index.numel == 1):
+        return None
+    return indexing
+
+
+def _position_checked_ops(
+    fusion: BoundSymbol, aliases: Aliases
+) -> tuple[list[tuple[_Indexing, BoundSymbol]], list[BoundSymbol]]:
+    """The ops of ``fusion`` that may fail at runtime, as ``(checked, unchecked)``: ``checked`` are the first op of
+    each index and bound that a check before the region can stand for (with how it indexes), in the region's
+    order; the others are ``unchecked``.
+
+    A check raises with nothing of the region run, which is eager's state at the failing op only where every
+    write of the region comes after that op in program order (``_every_write_follows``). A later op at the
+    same index and bound fails only where the first does, so it needs no check of its own (a decode step
+    writes and reads every layer's cache at one position).
+    """
+    checked: dict[tuple[str, int], tuple[_Indexing, BoundSymbol]] = {}
+    unchecked: list[BoundSymbol] = []
+    for k, op in enumerate(fusion.subsymbols):
+        if not may_fail_at_runtime(op):
+            continue
+        indexing = _checkable(fusion, op, aliases)
+        key = None if indexing is None else (indexing.index.name, indexing.tensor.shape[indexing.dim])
+        if key in checked:
+            continue
+        if key is not None and _every_write_follows(fusion, k):
+            checked[key] = indexing, op
+        else:
+            unchecked.append(op)
+    return list(checked.values()), unchecked
+
+
+def _every_write_follows(fusion: BoundSymbol, k: int) -> bool:
+    """Whether every write of ``fusion`` depends on its ``k``-th op, by its data or its ``after``.
+
+    Functionalization puts into a write's ``after`` every op before it in program order that may fail, so a
+    write that does not depend on a failing op may come first in program order (it sinks to where its
+    storage is next observed), and eager has made it when the op fails."""
+    ops = fusion.subsymbols
+    if any(written_tensors(op) for op in ops[:k]):
+        return False
+    following = {o.name for o in ops[k].flat_proxy_outs}
+    for op in ops[k + 1 :]:
+        if following.intersection(p.name for p in op.flat_proxy_args):
+            following.update(o.name for o in op.flat_proxy_outs)
+        elif written_tensors(op):
+            return False
+    return True
+
+
+def position_checks(fusion: BoundSymbol, aliases: Aliases) -> list[BoundSymbol]:
+    """The checks to run before ``fusion``, which keeps its writes by rule 4 (``_position_checked_ops``): one
+    ``checked_index`` per index and bound, with the user's line of the op it stands for. Call it within a
+    trace's context, which names their results."""
+    checks = []
+    for indexing, op in _position_checked_ops(fusion, aliases)[0]:
+        specs = tuple((tuple(t.shape), t.dtype) for t in (indexing.tensor, *indexing.others))
+        index = indexing.index
+        check = checked_index.bind(index, indexing.checked_as, indexing.dim, specs, output=TensorProxy(like=index))
+        checks.append(check.from_bsym(source_filename=op.source_filename, source_positions=op.source_positions))
+    return checks
+
+
 TORCH_COMPILE_RULES = RegionRules(
     "torch.compile",
     in_order=True,
     blocker=torch_compile_write_blocker,
     how="in a torch.compile region",
     kept="`{region}` writes `{out}` itself; Inductor re-inplaces the write where it can",
+    ahead=position_checks,
 )
 for _executor in (torch_compile_ex, torch_compile_cat_ex, torch_compile_xentropy_ex):
     register_region_rules(_executor, TORCH_COMPILE_RULES)

@@ -11,6 +11,8 @@ Two kinds of operator:
   base into ``out`` unless the base already is ``out``; elementwise ops run with ``out=``.
 - ``<op>_into(*args, out=buffer)``: an elementwise op computed into a buffer that buffer reuse
   (``thunder_ext.transforms.reuse_buffers``) found dead or about to be overwritten.
+- ``checked_index(index, ...)``: an index checked before the torch.compile region that writes or reads at
+  it (``executors/torch_compile_inplace.py``, rule 4), raising what the op's form here would.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from __future__ import annotations
 import operator
 import sys
 from collections.abc import Callable
+from types import FrameType
 
 import torch
-from thunder.core import prims
+from thunder.core import dtypes, prims
 from thunder.core.proxies import TensorProxy
 from thunder.extend import OperatorExecutor, register_executor
 
@@ -45,17 +48,53 @@ inplace_ex.register_implementation(copy_to_out_, plain_copy_to_out)
 share_storage = inplace_ex.register_operator("share_storage", like=prims.update_aliases, fn=lambda aliases: aliases)
 
 
+def _update_naming_errors(update: Callable[..., object], out: torch.Tensor, args: tuple, kwargs: dict, caller: FrameType) -> None:
+    """``update(out, *args, **kwargs)``, an in-place method of PyTorch's, its error named for the user's line
+    that ``caller``, thunder's computation, runs."""
+    try:
+        update(out, *args, **kwargs)
+    except (IndexError, RuntimeError) as error:  # an index out of range; costs nothing until raised
+        raise named_runtime_error(update.__name__, (out, *args), kwargs, error, caller) from error
+
+
 def _base_update(update: Callable[..., object]) -> Callable[..., torch.Tensor]:
     def run(base: torch.Tensor, *args, out: torch.Tensor, **kwargs) -> torch.Tensor:
         if base is not out:
             out.copy_(base)
-        try:
-            update(out, *args, **kwargs)
-        except (IndexError, RuntimeError) as error:  # an index out of range; costs nothing until raised
-            raise named_runtime_error(update.__name__, (out, *args), kwargs, error, sys._getframe(1)) from error
+        _update_naming_errors(update, out, args, kwargs, sys._getframe(1))
         return out
 
     return run
+
+
+# The PyTorch executor's form of each op a position check stands for (``torch_compile_inplace``, rule 4)
+# that writes, an in-place method of the indexed tensor, and of each that reads.
+CHECKED_WRITES = ("index_copy_", "index_add_")
+_CHECKED_READS: dict[str, Callable[..., torch.Tensor]] = {
+    "index_select": torch.index_select,
+    "embedding": lambda weight, dim, index: torch.nn.functional.embedding(index, weight),
+}
+
+
+def _checked_index(index: torch.Tensor, op: str, dim: int, specs: tuple[tuple[tuple[int, ...], dtypes.dtype], ...]) -> torch.Tensor:
+    """``index`` once it is known that ``op`` accepts it along ``dim`` of the tensor it indexes; else the error
+    that the PyTorch executor's form of ``op`` raises, with nothing written.
+
+    The tensors ``op`` takes besides ``index``, the indexed one first, are computed by the region this check
+    precedes, so the error comes from stand-ins of their shapes and dtypes (``specs``): the error names
+    those, and the position. None of these ops takes a negative index.
+    """
+    low, high = torch.aminmax(index) if index.numel() else (0, 0)
+    if not 0 <= int(low) <= int(high) < specs[0][0][dim]:
+        indexed, *rest = (torch.empty(shape, dtype=dtypes.to_torch_dtype(dtype), device=index.device) for shape, dtype in specs)
+        if op in CHECKED_WRITES:
+            _update_naming_errors(getattr(torch.Tensor, op), indexed, (dim, index, *rest), {}, sys._getframe(1))
+        _CHECKED_READS[op](indexed, dim, index)
+    return index
+
+
+# A rename of its index, so that the region after it reads what it returns: dataflow keeps it first.
+checked_index = inplace_ex.register_operator("checked_index", meta=lambda index, *args: TensorProxy(like=index), fn=_checked_index)
 
 
 def _with_out(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:

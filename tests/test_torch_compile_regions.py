@@ -17,7 +17,7 @@ from fake_nvfuser import fusion_region
 from helpers import assert_matches_eager, computation, tracing
 from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
-from thunder_ext.executors.torch_inplace import plain_copy_to_out
+from thunder_ext.executors.torch_inplace import checked_index, plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import fused_writes
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
@@ -99,8 +99,8 @@ def test_rule_3_a_read_of_the_old_value_in_the_region_sends_the_write_out():
 @pytest.mark.parametrize("shape", [(4,), (4, 2)], ids=["1d", "2d"])
 @pytest.mark.parametrize("positions", [[9], [1, 9]], ids=["one", "one-of-two"])
 def test_rule_4_an_index_out_of_range_leaves_the_cache_as_eager_does(positions, shape):
-    # Inductor checks each index where it stores: for a 1-D cache at [1, 9] it writes k[1] and then fails,
-    # where eager writes nothing (for a 2-D one, eager's own kernel writes row 1 first)
+    # Inductor checks each index where it stores, so a region may fail having stored any part of the write;
+    # eager writes nothing at [9] and writes k[1] before it fails at [1, 9]
     def f(k, pos, new):
         k.index_copy_(0, pos, new)
         return k.sum()
@@ -113,19 +113,100 @@ def test_rule_4_an_index_out_of_range_leaves_the_cache_as_eager_does(positions, 
     assert torch.equal(call(thunder_ext.jit(f), torch.zeros(shape)), call(f, torch.zeros(shape)))
 
 
-def test_rule_4_a_kv_write_leaves_its_region_and_runs_in_place():
-    def f(k, v, pos, new_k, new_v):
-        k.index_copy_(2, pos, new_k)
-        v.index_copy_(2, pos, new_v)
-        return (k * v).sum()
+def kv_write(k, v, pos, new_k, new_v):
+    k.index_copy_(2, pos, new_k)
+    v.index_copy_(2, pos, new_v)
+    return (k * v).sum()
 
+
+def checks(jfn) -> list[str]:
+    return [b.args[1] for b in thunder.last_traces(jfn)[-1].bound_symbols if b.sym.id == checked_index.id]
+
+
+def test_rule_4_a_kv_write_at_one_position_stays_in_its_region_after_one_check():
     k, v = torch.zeros(1, 4, 4096, 64), torch.zeros(1, 4, 4096, 64)
     args = (k, v, torch.tensor([7]), torch.randn(1, 4, 1, 64), torch.randn(1, 4, 1, 64))
-    jfn = assert_matches_eager(f, *args)
-    for how, reason in decisions(jfn):
-        # rule 3 (index_copy reads the cache) or rule 4 (it may fail): both send the write out
-        assert how.startswith("in place at the") and "not in torch.compile" in reason, reason
+    jfn = assert_matches_eager(kv_write, *args)
+    assert [how for how, _ in decisions(jfn)] == ["in a torch.compile region"] * 2
+    assert checks(jfn) == ["index_copy_"]  # one position, one bound: one check stands for both writes
+    assert regions(jfn) == ["TorchCompile0"]
     assert allocations(lambda: jfn(*args), CPU).largest < k.nbytes
+
+
+def test_rule_4_a_kv_write_at_several_positions_leaves_its_region_and_runs_in_place():
+    # eager fails midway through several positions, having written the others: no check can say where
+    k, v = torch.zeros(1, 4, 4096, 64), torch.zeros(1, 4, 4096, 64)
+    args = (k, v, torch.tensor([7, 8]), torch.randn(1, 4, 2, 64), torch.randn(1, 4, 2, 64))
+    jfn = assert_matches_eager(kv_write, *args)
+    for how, reason in decisions(jfn):
+        assert how.startswith("in place at the") and "no check before the region can stand for it" in reason, reason
+    assert checks(jfn) == []
+    assert allocations(lambda: jfn(*args), CPU).largest < k.nbytes
+
+
+@pytest.mark.parametrize("bad", [4096, -1, 2**40])
+def test_rule_4_a_checked_position_fails_as_the_pytorch_executor_does_with_nothing_written(bad):
+    args = (torch.zeros(1, 2, 4096, 8), torch.zeros(1, 2, 4096, 8), torch.tensor([3]), torch.ones(1, 2, 1, 8), torch.ones(1, 2, 1, 8))
+    jfn = assert_matches_eager(kv_write, *args)
+    assert checks(jfn) == ["index_copy_"]
+    k, v = torch.zeros(1, 2, 4096, 8), torch.zeros(1, 2, 4096, 8)
+    with pytest.raises(IndexError) as in_region:
+        jfn(k, v, torch.tensor([bad]), *args[3:])
+    assert not k.any() and not v.any()
+    pytorch = thunder_ext.jit(kv_write, executors=[e for e in thunder.get_default_executors() if e is not torch_compile_ex])
+    with pytest.raises(IndexError) as on_pytorch:
+        pytorch(k, v, torch.tensor([bad]), *args[3:])
+    assert checks(pytorch) == [] and str(in_region.value) == str(on_pytorch.value)
+    assert f"index {bad} is out of bounds for dimension 2 with size 4096" in str(in_region.value)
+    assert "`k.index_copy_(2, pos, new_k)`" in str(in_region.value)
+
+
+def test_rule_4_a_read_at_a_checked_index_stays_in_the_region_and_fails_as_eager_does():
+    # a decode step gathers its rotary rows and its token's embedding at indices that may be out of range
+    def f(k, cos, emb, pos, token):
+        x = torch.nn.functional.embedding(token, emb) * cos.index_select(0, pos)
+        k.index_copy_(0, pos, x)
+        return k.sum()
+
+    args = (torch.zeros(16, 8), torch.randn(16, 8), torch.randn(10, 8), torch.tensor([3]), torch.tensor([4]))
+    jfn = assert_matches_eager(f, *args)
+    assert decisions(jfn)[0][0] == "in a torch.compile region" and sorted(checks(jfn)) == ["embedding", "index_select"]
+    for bad in ([args[3], torch.tensor([10])], [torch.tensor([16]), args[4]]):
+        for fn in (jfn, f):
+            k = torch.zeros(16, 8)
+            with pytest.raises(IndexError, match="^index out of range in self$"):
+                fn(k, *args[1:3], *bad)
+            assert not k.any()
+
+
+def test_rule_4_no_check_stands_for_an_op_after_a_write_of_its_region():
+    # eager has written x when the position fails; a check before the region would fail before that
+    def f(x, k, pos, new):
+        x.add_(1)
+        k.index_copy_(0, pos, new * x[0])
+        return k.sum()
+
+    args = (torch.zeros(4), torch.zeros(8, 4), torch.tensor([2]), torch.ones(1, 4))
+    jfn = assert_matches_eager(f, *args)
+    assert checks(jfn) == []
+    assert any("no check before the region can stand for it" in reason for _, reason in decisions(jfn))
+    after = []
+    for fn in (jfn, f):
+        x, k = torch.zeros(4), torch.zeros(8, 4)
+        with pytest.raises(IndexError, match="index 8 is out of bounds"):
+            fn(x, k, torch.tensor([8]), torch.ones(1, 4))
+        after.append((x, k))
+    assert all(torch.equal(a, b) for a, b in zip(*after))
+
+
+def test_rule_4_no_check_stands_for_a_position_the_region_computes():
+    def f(k, pos, new):
+        k.index_copy_(0, pos + 1, new)
+        return k.sum()
+
+    jfn = assert_matches_eager(f, torch.zeros(8, 4), torch.tensor([2]), torch.ones(1, 4))
+    assert checks(jfn) == []
+    assert decisions(jfn)[0][0].startswith("in place at the")
 
 
 def regions(jfn) -> list[str]:
@@ -133,15 +214,15 @@ def regions(jfn) -> list[str]:
 
 
 def test_views_between_taken_out_writes_join_the_region_before_them():
-    # litgpt's KVCache writes k[:bs], then v[:bs]: the view of v between the two taken-out writes would
-    # be a region of its own (one more region call per layer and decode step)
+    # litgpt's KVCache writes k[:bs], then v[:bs] (at two positions, a prefill: the writes leave the region):
+    # the view of v between the two taken-out writes would be a region of its own
     def f(k, v, pos, new_k, new_v):
         k[:1].index_copy_(2, pos, new_k)
         v[:1].index_copy_(2, pos, new_v)
         return (k * v).sum() + k.index_select(2, pos).sum()  # the gather may fail: it stays in its run
 
-    k, v, new_k, new_v = torch.zeros(2, 4, 16, 8), torch.zeros(2, 4, 16, 8), torch.randn(1, 4, 1, 8), torch.randn(1, 4, 1, 8)
-    args = (k, v, torch.tensor([3]), new_k, new_v)
+    k, v, new_k, new_v = torch.zeros(2, 4, 16, 8), torch.zeros(2, 4, 16, 8), torch.randn(1, 4, 2, 8), torch.randn(1, 4, 2, 8)
+    args = (k, v, torch.tensor([3, 4]), new_k, new_v)
     jfn = assert_matches_eager(f, *args)
     assert all(how.startswith("in place at the") for how, _ in decisions(jfn))
     assert regions(jfn) == ["TorchCompile0", "TorchCompile1"]  # before the writes, and after them

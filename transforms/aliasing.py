@@ -33,7 +33,7 @@ from thunder.core.trace import get_source_line
 from thunder.executors import torchex
 from thunder.extend import Executor
 
-from thunder_ext.executors.torch_inplace import share_storage
+from thunder_ext.executors.torch_inplace import checked_index, share_storage
 from thunder_ext.primitive import copy_to_out_
 
 # Thunder ops that return (or may return) a view of their first argument when run by PyTorch:
@@ -123,8 +123,9 @@ def is_view_op(bsym: BoundSymbol) -> bool:
 
 
 def is_update_aliases(bsym: BoundSymbol) -> bool:
-    """A rename of tensors after a write: thunder's ``update_aliases``, or the extension's ``share_storage``."""
-    return bsym.sym.id in (PrimIDs.UPDATE_ALIASES, torchex.update_aliases.id, share_storage.id)
+    """A rename of tensors: thunder's ``update_aliases`` after a write, the extension's ``share_storage``, or
+    its ``checked_index``, which returns the position it checked."""
+    return bsym.sym.id in (PrimIDs.UPDATE_ALIASES, torchex.update_aliases.id, share_storage.id, checked_index.id)
 
 
 def is_copy_to_out(bsym: BoundSymbol) -> bool:
@@ -185,9 +186,12 @@ _FAILING_ON_INTEGERS = frozenset({PrimIDs.DIV, PrimIDs.FMOD, PrimIDs.REMAINDER, 
 def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` may raise when it runs, which tracing cannot rule out (it checks shapes and dtypes): it
     takes an integer tensor, as an index that may be out of range or as an operand of integer division,
-    remainder or power. Other elementwise arithmetic, writes and renames cannot fail."""
+    remainder or power (or checks a position ahead of a region: ``checked_index``). Other elementwise
+    arithmetic, writes and renames cannot fail."""
     if not any(dtypes.is_exact_dtype(t.dtype) and not dtypes.is_boolean_dtype(t.dtype) for t in tensor_args(bsym)):
         return False
+    if bsym.sym.id == checked_index.id:
+        return True
     return not (is_copy_to_out(bsym) or is_update_aliases(bsym) or _cannot_fail(bsym))
 
 

@@ -13,6 +13,8 @@ by its symbol's executor:
   without the write, which runs after it, and the executor's rules must prove that no op of the region
   sees the write early; a region that returns a view of the written value is split as above instead.
 - ``blocker``: why the region cannot run a given write itself, or None.
+- ``ahead``: what runs before a region that keeps its writes, so that the blocker may allow them
+  (torch.compile checks a KV write's position there, rule 4); the region reads what those ops return.
 
 =============  ========  ============================================================================
 executor       in order  a write stays in the region when
@@ -20,8 +22,9 @@ executor       in order  a write stays in the region when
 nvFuser        no        ``executors/nvfuser_inplace.py``: four rules for an output aliasing a region input
 torch.compile  yes       ``executors/torch_compile_inplace.py``: the region computes ``computed``, writes its
                          storage once, reads its old value only towards ``computed``, no op of it
-                         may fail at runtime, no two of its inputs alias ``out``, and it returns
-                         nothing computed from ``computed`` but views of the written value
+                         may fail at runtime but where a position checked before it stands for
+                         the op, no two of its inputs alias ``out``, and it returns nothing
+                         computed from ``computed`` but views of the written value
 =============  ========  ============================================================================
 
 A region of an executor with no rules keeps no write: every write in it is given back. The helpers
@@ -73,6 +76,9 @@ class RegionRules:
     blocker: Blocker  # why the region cannot run this write itself; None if it can
     how: str  # the decision for a write the region keeps
     kept: str  # and its reason, of {region}, {computed} and {out}
+    # what runs before a region that keeps its writes, each op a rename of a region input, which the region
+    # then reads (called within the trace's context, which names their results)
+    ahead: Callable[[BoundSymbol, Aliases], list[BoundSymbol]] = lambda fusion, aliases: []
 
 
 _RULES: dict[Executor, RegionRules] = {}
@@ -133,6 +139,14 @@ def write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> 
     if (rules := rules_for(fusion)) is None:
         return f"thunder_ext has no rules for writes in `{fusion.sym.name}`'s executor"
     return rules.blocker(fusion, write, aliases)
+
+
+def with_checks_ahead(fusion: BoundSymbol, aliases: Aliases) -> list[BoundSymbol]:
+    """``fusion``, which keeps its writes, after what its executor's rules run before it (``RegionRules.ahead``),
+    reading their results: dataflow keeps them first, whatever a later pass reorders."""
+    ahead = rules_for(fusion).ahead(fusion, aliases)
+    renamed = {variableify(check.args[0]): check.output for check in ahead}
+    return [*ahead, fusion.from_bsym_swap_proxies(renamed, skip_output=True)] if ahead else [fusion]
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from typing import Literal
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.executors.passes import del_last_used
 from thunder.executors.torchex import ex as torch_ex
 
@@ -70,6 +70,7 @@ from thunder_ext.transforms.fusion_regions import (
     no_recomputation_across_writes,
     position_in,
     rules_for,
+    with_checks_ahead,
     write_blocker,
 )
 from thunder_ext.transforms.trace_index import END, TOP, Position, TraceIndex
@@ -372,6 +373,11 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
             decisions.extend(_kept_in_region(op, w) for w in writes)
             for copy in fused_thunder_copies(op):
                 decisions.append(_unless_strict(_thunder_copy_in_region(index, j, copy, grad_args), strict))
+            if rules_for(op) is not None:
+                with tracectx(trace):
+                    placed = with_checks_ahead(op, index.aliases)
+                if len(placed) > 1:
+                    index, j = _replaced(index, j, placed)
         j += 1
     if not decisions:
         return trace, decisions
@@ -383,12 +389,18 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
 
 
 def _given_back(index: TraceIndex, j: int, refused: list[BoundSymbol]) -> tuple[TraceIndex, int]:
-    """The region in slot ``j`` without the writes ``refused``: a new index, and the slot of what replaced it.
-
-    The only rewrite that changes how many ops there are, so the index is built anew; it is rare (a region
-    gives its refused writes back at once).
-    """
+    """The region in slot ``j`` without the writes ``refused``: a new index, and the slot of what replaced it."""
     ops = index.ops
-    before, region, after = [b for b in ops[:j] if b], ops[j], [b for b in ops[j + 1 :] if b]
-    fresh = 1 + max(fusion_number(b) for b in (*before, region, *after) if b.sym.is_fusion)
-    return TraceIndex([*before, *give_back(region, refused, fresh), *after]), len(before)
+    fresh = 1 + max(fusion_number(b) for b in ops if b is not None and b.sym.is_fusion)
+    index, _ = _replaced(index, j, give_back(ops[j], refused, fresh))
+    return index, j - sum(b is None for b in ops[:j])
+
+
+def _replaced(index: TraceIndex, j: int, ops: list[BoundSymbol]) -> tuple[TraceIndex, int]:
+    """``index`` with ``ops`` in place of its op in slot ``j``: a new index, and the slot of the last of ``ops``.
+
+    The only rewrites that change how many ops there are (a region giving its writes back, checks placed
+    before a region), so the index is built anew; they are rare, once per region.
+    """
+    before, after = [b for b in index.ops[:j] if b], [b for b in index.ops[j + 1 :] if b]
+    return TraceIndex([*before, *ops, *after]), len(before) + len(ops) - 1
