@@ -19,6 +19,7 @@ import thunder_ext
 from thunder_ext.benchmarks.measure import (
     RUNNERS,
     THUNDER_EXT_TC,
+    THUNDER_TC,
     TORCH_COMPILE,
     TORCH_COMPILE_FRESH,
     Allocations,
@@ -153,6 +154,10 @@ def _targets(results: dict[tuple[int, int], Result]) -> list[Target]:
             largest < worst.cache_bytes,
         ))  # fmt: skip
     targets += [torch_compile_executor_parity(f"decode batch {b} at {L}", r.seconds) for (b, L), r in results.items()]
+    for (batch, length), r in results.items():  # issue 22: the step in one region, no slower than stock's
+        ext, stock = r.seconds[THUNDER_EXT_TC], r.seconds[THUNDER_TC]
+        targets.append(Target(f"decode batch {batch} at {length}: {THUNDER_EXT_TC} at most 1.00x {THUNDER_TC}",
+                              ratio(ext, stock), ext <= stock))  # fmt: skip
     longest = max(L for _, L in results)
     for (batch, length), r in results.items():
         if length == longest:
