@@ -182,9 +182,12 @@ def _checkable(fusion: BoundSymbol, op: BoundSymbol, aliases: Aliases) -> _Index
     """How ``op`` indexes, where a check of its index before ``fusion`` can stand for ``op``'s own: ``fusion``
     takes the index as an input and does not write it, so that the check sees its value; an op that writes
     (eager checks a position before it writes there) writes at one int64 position, since eager fails on
-    several midway, having written the others."""
+    several midway, having written the others.
+
+    On the CPU only: on a GPU the check would wait for the device at every call and could not be captured
+    in a CUDA graph, and eager's own failure there is a device-side assert; none of it can be tried here."""
     indexing = _INDEXING[op.sym.name](op) if op.sym.name in _INDEXING else None
-    if indexing is None or not all(isinstance(n, int) for n in indexing.tensor.shape):
+    if indexing is None or indexing.tensor.device.type != "cpu" or not all(isinstance(n, int) for n in indexing.tensor.shape):
         return None
     index = indexing.index
     if index.name not in {a.name for a in fusion.flat_proxy_args}:
