@@ -178,11 +178,11 @@ def _max_norm(embedding: BoundSymbol) -> float | None:
     return embedding.args[3] if len(embedding.args) > 3 else embedding.kwargs.get("max_norm")
 
 
-def _checkable(fusion: BoundSymbol, op: BoundSymbol, aliases: Aliases) -> _Indexing | None:
-    """How ``op`` indexes, where a check of its index before ``fusion`` can stand for ``op``'s own: ``fusion``
-    takes the index as an input and does not write it, so that the check sees its value; an op that writes
-    (eager checks a position before it writes there) writes at one int64 position, since eager fails on
-    several midway, having written the others.
+def _checkable(op: BoundSymbol, inputs: set[str], written: list[TensorProxy], aliases: Aliases) -> _Indexing | None:
+    """How ``op`` indexes, where a check of its index before its region can stand for ``op``'s own: the region
+    takes the index as an input (``inputs``) and does not write it (``written``), so that the check sees its
+    value; an op that writes (eager checks a position before it writes there) writes at one int64 position,
+    since eager fails on several midway, having written the others.
 
     On the CPU only: on a GPU the check would wait for the device at every call and could not be captured
     in a CUDA graph, and eager's own failure there is a device-side assert; none of it can be tried here."""
@@ -190,9 +190,7 @@ def _checkable(fusion: BoundSymbol, op: BoundSymbol, aliases: Aliases) -> _Index
     if indexing is None or indexing.tensor.device.type != "cpu" or not all(isinstance(n, int) for n in indexing.tensor.shape):
         return None
     index = indexing.index
-    if index.name not in {a.name for a in fusion.flat_proxy_args}:
-        return None
-    if any(aliases.same_storage(w, index) for s in fusion.subsymbols for w in written_tensors(s)):
+    if index.name not in inputs or any(aliases.same_storage(w, index) for w in written):
         return None
     if indexing.checked_as in CHECKED_WRITES and not (index.dtype == dtypes.int64 and index.numel == 1):
         return None
@@ -213,10 +211,12 @@ def _position_checked_ops(
     """
     checked: dict[tuple[str, int], tuple[_Indexing, BoundSymbol]] = {}
     unchecked: list[BoundSymbol] = []
+    inputs = {a.name for a in fusion.flat_proxy_args}
+    written = [w for op in fusion.subsymbols for w in written_tensors(op)]
     for k, op in enumerate(fusion.subsymbols):
         if not may_fail_at_runtime(op):
             continue
-        indexing = _checkable(fusion, op, aliases)
+        indexing = _checkable(op, inputs, written, aliases)
         key = None if indexing is None else (indexing.index.name, indexing.tensor.shape[indexing.dim])
         if key in checked:
             continue
