@@ -17,7 +17,7 @@ hold for the regions of all three (a copy of thunder's own that one of them fuse
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
@@ -33,6 +33,7 @@ from thunder_ext.transforms.aliasing import (
     is_update_aliases,
     is_view_op,
     may_fail_at_runtime,
+    tensor_args,
     tensor_outs,
     thunder_inplace_write,
     written_tensors,
@@ -56,13 +57,20 @@ def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases
     input, so a step that changes shape or dtype, a matmul, a reduction, makes a buffer of its own). None if
     there is none."""
     inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    out = thunder_inplace_write(write)[1]
     same = {write.args[0].name, write.output.name}  # the written value, its views and renames
     apart: set[str] = set()
     for op in fusion.subsymbols:
         read = {a.name for a in data_args(op)}  # a write's `after` only orders it
         if op is write or not read & (same | apart):
             continue
-        if (is_view_op(op) or is_update_aliases(op)) and not read & apart:
+        if is_update_aliases(op):  # renames, each output of its input: of the written storage, or apart from it
+            for a, o in zip(tensor_args(op), tensor_outs(op)):
+                if a.name in apart:
+                    apart.add(o.name)
+                elif aliases.same_storage(o, out):
+                    same.add(o.name)
+        elif is_view_op(op) and not read & apart:
             same |= {o.name for o in op.flat_proxy_outs}
         elif not (is_copy_to_out(op) and any(aliases.same_tensor(op.kwargs["out"], a) for a in inputs)):
             sources = {(a.shape, a.dtype) for a in data_args(op) if a.name in same | apart}
@@ -178,23 +186,24 @@ def _max_norm(embedding: BoundSymbol) -> float | None:
     return embedding.args[3] if len(embedding.args) > 3 else embedding.kwargs.get("max_norm")
 
 
-def _checkable(op: BoundSymbol, inputs: set[str], written: list[TensorProxy], aliases: Aliases) -> _Indexing | None:
-    """How ``op`` indexes, where a check of its index before its region can stand for ``op``'s own: the region
-    takes the index as an input (``inputs``) and does not write it (``written``), so that the check sees its
-    value; an op that writes (eager checks a position before it writes there) writes at one int64 position,
-    since eager fails on several midway, having written the others.
+def _checkable(op: BoundSymbol, inputs: list[TensorProxy], written: list[TensorProxy], aliases: Aliases) -> _Indexing | None:
+    """How ``op`` indexes, its index as the region input it names, where a check of that input before the
+    region can stand for ``op``'s own: the region takes the index as an input (``inputs``; functionalization
+    may rename it, to order the op after writes) and does not write it (``written``), so that the check sees
+    its value; an op that writes (eager checks a position before it writes there) writes at one int64
+    position, since eager fails on several midway, having written the others.
 
     On the CPU only: on a GPU the check would wait for the device at every call and could not be captured
     in a CUDA graph, and eager's own failure there is a device-side assert; none of it can be tried here."""
     indexing = _INDEXING[op.sym.name](op) if op.sym.name in _INDEXING else None
     if indexing is None or indexing.tensor.device.type != "cpu" or not all(isinstance(n, int) for n in indexing.tensor.shape):
         return None
-    index = indexing.index
-    if index.name not in inputs or any(aliases.same_storage(w, index) for w in written):
+    index = next((a for a in inputs if aliases.same_tensor(a, indexing.index)), None)
+    if index is None or any(aliases.same_storage(w, index) for w in written):
         return None
     if indexing.checked_as in CHECKED_WRITES and not (index.dtype == dtypes.int64 and index.numel == 1):
         return None
-    return indexing
+    return replace(indexing, index=index)
 
 
 def _position_checked_ops(
@@ -211,7 +220,7 @@ def _position_checked_ops(
     """
     checked: dict[tuple[str, int], tuple[_Indexing, BoundSymbol]] = {}
     unchecked: list[BoundSymbol] = []
-    inputs = {a.name for a in fusion.flat_proxy_args}
+    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
     written = [w for op in fusion.subsymbols for w in written_tensors(op)]
     for k, op in enumerate(fusion.subsymbols):
         if not may_fail_at_runtime(op):

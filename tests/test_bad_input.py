@@ -243,19 +243,8 @@ CASES = [
 ]  # fmt: skip
 
 
-# Where an executor set leaves the inputs otherwise than eager, and why (docs/bad_input.md says it too).
-DIFFERS_FROM_EAGER = {
-    ("torch_compile", "scatter-past-end-after-a-write"): (
-        "thunder's fusion pass runs the second write's range check, which no dataflow ties to the first "
-        "write, before the first write's region: the error comes with k still unwritten"
-    ),
-}
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_raises_and_leaves_inputs_as_eager_does(case: Case, executor_set, request):
-    if reason := DIFFERS_FROM_EAGER.get((executor_set, case.id)):
-        request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError, reason=reason))
+def test_bad_input_raises_and_leaves_inputs_as_eager_does(case: Case, executor_set):
     args = case.make_args()
     before, eager_args = clone_args(args), clone_args(args)
     try:

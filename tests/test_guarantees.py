@@ -6,7 +6,7 @@ import thunder
 
 import thunder_ext
 from thunder_ext.transforms import InplaceOrderingError, InplaceTransform
-from thunder_ext.transforms.aliasing import is_copy_to_out
+from thunder_ext.transforms.aliasing import Aliases, is_copy_to_out
 from helpers import HoistReads, HoistWrites, SinkReads, assert_matches_eager, functionalized_trace, hoist_writes, writes_in
 
 
@@ -235,3 +235,54 @@ def test_a_write_need_not_wait_for_integer_arithmetic_that_cannot_fail():
     (divided,) = writes_in(functionalized_trace(assert_matches_eager(divide_then_write, *args[:2], torch.tensor([3]))))
     (added,) = writes_in(functionalized_trace(assert_matches_eager(add_then_write, *args)))
     assert len(divided.kwargs["after"]) == 1 and added.kwargs["after"] == ()
+
+
+def write_then_failing_read(x, k, pos):
+    x.add_(1.0)
+    return k.index_select(0, pos)
+
+
+def chain_around_a_failing_read(x, k, pos):
+    x.add_(1.0)
+    got = k.index_select(0, pos)
+    x.mul_(2.0)
+    return got
+
+
+def failing_call(fn, x):
+    with pytest.raises((IndexError, RuntimeError), match="out of range|out of bounds"):
+        fn(x, torch.zeros(4, 2), torch.tensor([9]))
+    return x
+
+
+@pytest.mark.parametrize("fn", [write_then_failing_read, chain_around_a_failing_read])
+@pytest.mark.parametrize("transforms", [[], [HoistReads()]], ids=["as scheduled", "reads hoisted"])
+def test_a_failure_finds_the_writes_before_it_made(fn, transforms, executor_set):
+    # eager has written x when the gather fails: the write lands before the gather, which depends on it
+    # (under the adversary, which runs every read as early as dataflow allows)
+    args = torch.zeros(3), torch.randn(4, 2), torch.tensor([1])
+    jfn = assert_matches_eager(fn, *args, transforms=transforms)
+    assert torch.equal(failing_call(jfn, torch.zeros(3)), failing_call(fn, torch.zeros(3)))
+
+
+def test_a_chain_on_an_argument_around_an_op_that_may_fail_writes_it_before_and_after():
+    args = torch.zeros(3), torch.randn(4, 2), torch.tensor([1])
+    trace = functionalized_trace(assert_matches_eager(chain_around_a_failing_read, *args))
+    first, second = writes_in(trace)
+    aliases = Aliases(trace.bound_symbols)
+    assert all(aliases.same_tensor(w.kwargs["out"], trace.args[0]) for w in (first, second))
+    # without an op that may fail between them, the chain is one write (test_one_write_per_tensor_...)
+    (write,) = writes_in(functionalized_trace(assert_matches_eager(lambda x: x.add_(1.0).mul_(2.0), torch.zeros(3))))
+
+
+def test_a_write_into_an_intermediate_does_not_land_for_a_failure():
+    # the caller never sees `t` if the gather fails: its write waits for the return, as any other
+    def f(x, k, pos):
+        t = x * 1
+        t.add_(1.0)
+        got = k.index_select(0, pos)
+        return t, got
+
+    jfn = assert_matches_eager(f, torch.zeros(3), torch.randn(4, 2), torch.tensor([1]))
+    ops = functionalized_trace(jfn).bound_symbols
+    assert [b.sym.name for b in ops].index("index_select") < ops.index(writes_in(functionalized_trace(jfn))[0])

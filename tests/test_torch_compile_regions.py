@@ -14,7 +14,7 @@ from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
 from fake_nvfuser import fusion_region
-from helpers import assert_matches_eager, computation, tracing
+from helpers import VOCAB, Pair, assert_matches_eager, caches, computation, small_llama, tracing
 from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
 from thunder_ext.executors.torch_inplace import checked_index, plain_copy_to_out
@@ -398,3 +398,24 @@ def test_no_region_recomputes_a_value_across_a_write_between_regions():
     proved, _ = prove_inplace_writes(remat)
     a, b = torch.randn(4), torch.randn(4)
     torch.testing.assert_close(proved.python_callable()(a.clone(), b), torch.exp(2 * a) + b)
+
+
+def test_a_litgpt_decode_step_runs_in_one_region_after_its_checks():
+    pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+    torch.manual_seed(0)
+    pair = Pair(small_llama())
+    pair.set_kv_cache(batch_size=2, max_seq_length=32)
+    prompt = torch.randint(0, VOCAB, (2, 4))
+    pair.step(prompt, torch.arange(4))  # the prefill: four positions, its writes leave the region
+    token = torch.randint(0, VOCAB, (2, 1))
+    for position in (4, 5):
+        pair.step(token, torch.tensor([position]))
+    assert regions(pair.jitted) == ["TorchCompile0"]
+    # the token ids; the position against the rotary rows (64) and the mask rows (32), which the cache's is too
+    assert sorted(checks(pair.jitted)) == ["embedding", "index_select", "index_select"]
+    assert {d.how for d in thunder_ext.inplace_decisions(pair.jitted)} == {"in a torch.compile region"}
+    before = [c.clone() for c in caches(pair.copy)]
+    for bad in ((token, torch.tensor([32])), (torch.full((2, 1), VOCAB), torch.tensor([6]))):
+        with torch.inference_mode(), pytest.raises(IndexError, match="^index out of range in self$"):
+            pair.jitted(*bad)
+        assert all(torch.equal(a, b) for a, b in zip(caches(pair.copy), before))

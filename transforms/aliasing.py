@@ -183,12 +183,17 @@ def is_elementwise(bsym: BoundSymbol) -> bool:
 _FAILING_ON_INTEGERS = frozenset({PrimIDs.DIV, PrimIDs.FMOD, PrimIDs.REMAINDER, PrimIDs.POW, PrimIDs.PY_FLOORDIV})
 
 
+def is_index_like(t: TensorProxy) -> bool:
+    """An integer tensor (not a boolean one): what an op may fail on, as an index or a divisor."""
+    return dtypes.is_exact_dtype(t.dtype) and not dtypes.is_boolean_dtype(t.dtype)
+
+
 def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` may raise when it runs, which tracing cannot rule out (it checks shapes and dtypes): it
     takes an integer tensor, as an index that may be out of range or as an operand of integer division,
     remainder or power (or checks a position ahead of a region: ``checked_index``). Other elementwise
     arithmetic, writes and renames cannot fail."""
-    if not any(dtypes.is_exact_dtype(t.dtype) and not dtypes.is_boolean_dtype(t.dtype) for t in tensor_args(bsym)):
+    if not any(map(is_index_like, tensor_args(bsym))):
         return False
     if bsym.sym.id == checked_index.id:
         return True

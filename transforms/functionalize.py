@@ -10,7 +10,8 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    ``x.add_(y); z = x * 3; x.mul_(2)`` computes ``t0 = x + y; z = t0 * 3; t1 = t0 * 2`` and writes
    ``x`` once, with ``t1``. The write is emitted only when the storage is observed some other way:
    an op reads an alias of the target (the base of a written view, another view of it), a write
-   to another alias of it begins, or the trace returns it. ``x.copy_(y)`` computes ``y`` itself: when
+   to another alias of it begins, the trace returns it, or, for an argument's storage, an op that
+   may fail at runtime comes (rule 3). ``x.copy_(y)`` computes ``y`` itself: when
    the program still names both storages later, the write lands at once, since deferring it would
    let a later write to ``y`` change what readers of ``x`` see. Names resolve by the tensor they
    denote, so writing ``x`` again never renames ``y``. A write to storage that nothing observes
@@ -20,7 +21,10 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    It is a dataflow edge: no pass that respects dataflow can move the write above such a reader.
 3. *A failure leaves targets as eager leaves them.* ``after`` also holds the result of every op
    before the in-place op, in program order, that may fail at runtime (``may_fail_at_runtime``:
-   an index out of range), so such a failure always comes before the write.
+   an index out of range), so such a failure always comes before the write. And a pending write
+   into an argument's storage lands before such an op that follows its in-place op, so the failure
+   finds it made (an intermediate's write dies with the call); a chain of in-place ops on an argument
+   with such an op between them writes it once before the op and once after.
 4. *Readers of the new value run after the write.* They read ``computed`` (which the write
    consumes) or, once the write is emitted, its result; reads through other aliases go through
    an ``update_aliases`` that consumes the write's result: thunder's, or, for an alias thunder
@@ -60,6 +64,7 @@ from thunder.core.utils import ProxyDict
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
     Aliases,
+    is_index_like,
     is_update_aliases,
     is_view_op,
     may_fail_at_runtime,
@@ -84,6 +89,7 @@ class _Storage:
     """What the pass knows of one storage: every tensor ``Aliases`` finds sharing it."""
 
     last_reference: int = -1  # index of the last op of the input trace that names it
+    argument: bool = False  # an argument lives in it: the caller sees it when a call fails (rule 3)
     requires_grad: bool = False  # an argument that requires grad lives in it (rule 5)
     pending: _PendingWrite | None = None  # its write, not emitted yet
     readers: list[Proxy] = field(default_factory=list)  # results of the ops that read it since its last write
@@ -181,6 +187,25 @@ class _Functionalizer:
         renamed, _ = self.traced(lambda: prims.update_aliases((self.resolve(t), landed)))
         tensor.value, tensor.synced = renamed, landed.name
 
+    def land_before_failure(self, bsym: BoundSymbol) -> None:
+        """Rule 3, for the writes before an op that may fail at runtime: they land first, into the caller's
+        storages, which the caller sees as eager leaves them when the op fails (a pending write into an
+        intermediate dies with the call). The op then reads its integer tensor (the index, the divisor)
+        renamed together with their results, a dataflow edge that no later pass can reorder, and one
+        that carries no gradient: renamed with a tensor that thunder differentiates, a float one would
+        give the writes' sources a zero gradient where eager gives none."""
+        if not may_fail_at_runtime(bsym):
+            return
+        landed = [self.flush(s) for s in self.pending_writes() if s.argument]
+        if landed:
+            t = next(a for a in tensor_args(bsym) if is_index_like(a))
+            renamed, *_ = self.traced(lambda: prims.update_aliases((self.resolve(t), *landed)))
+            self.tensor(t).value = renamed
+
+    def pending_writes(self) -> list[_Storage]:
+        """The storages with a pending write, in the order their writes began."""
+        return sorted((s for s in self.storages.values() if s.pending is not None), key=lambda s: s.pending.began)
+
     def observe(self, storage: _Storage) -> None:
         """``storage`` is about to be observed: its pending write must land first."""
         if storage.pending is not None:
@@ -213,6 +238,7 @@ class _Functionalizer:
     def write(self, index: int, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
         for functional_part in bsym.subsymbols[:-1]:
             self.aliases.add(functional_part)  # a view among them (copy_ expands its source) shares its storage
+            self.land_before_failure(functional_part)
             self.read(functional_part)
             self.emit(functional_part)
         source, storage, tensor = computed, self.storage(target), self.aliases.tensor_key(target)
@@ -276,8 +302,7 @@ class _Functionalizer:
         fusion region with no output. A pending write to storage ``ret`` does not name is dead (an
         intermediate nothing observes any more) and is dropped."""
         returned = {id(self.storage(t)) for t in tensor_args(ret)}
-        pending = sorted((s for s in self.storages.values() if s.pending is not None), key=lambda s: s.pending.began)
-        for storage in pending:
+        for storage in self.pending_writes():
             if id(storage) in returned:
                 self.flush(storage)
             else:
@@ -300,6 +325,7 @@ class _Functionalizer:
             elif (write := thunder_inplace_write(bsym)) is not None and not self.left_to_thunder(bsym, write[1]):
                 self.write(index, bsym, *write)
             else:
+                self.land_before_failure(bsym)
                 self.read(bsym)
                 self.emit(bsym)
         return self.out
@@ -311,6 +337,9 @@ def _storages(trace: TraceCtx, aliases: Aliases) -> defaultdict[str, _Storage]:
     for index, bsym in enumerate(trace.bound_symbols):
         for t in (*tensor_args(bsym), *tensor_outs(bsym)):
             storages[aliases.storage_key(t)].last_reference = index
+    for a in trace.args:
+        if isinstance(a, TensorProxy):
+            storages[aliases.storage_key(a)].argument = True
     for key in _grad_storages(trace, aliases):
         storages[key].requires_grad = True
     return storages

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from thunder.core import prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
+from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 from thunder.core.transform_common import dce
@@ -204,7 +205,8 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
 
     An op (a write too) that ``_may_run_before`` the taken-out ops since the last run joins that run instead
     of starting one: each region call costs Dynamo's guard checks, and litgpt's ``self.v[:bs]`` between the
-    K and V writes would otherwise be a region of its own, per layer and step.
+    K and V writes would otherwise be a region of its own, per layer and step. A run of renames alone (the
+    functionalizer orders an op that may fail after the writes before it by one) runs them as they are.
     """
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
     taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
@@ -224,7 +226,9 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
             pieces.append((True, [op]))
     split, numbers = [], itertools.count(fresh_number)
     for k, (is_run, piece) in enumerate(pieces):
-        if is_run:
+        if is_run and all(map(is_update_aliases, piece)):
+            piece = [b for op in piece for b in _on_torch_executor(op)]  # renames alone run no kernel
+        elif is_run:
             later = [b for _, rest in pieces[k + 1 :] for b in rest]
             number = fusion_number(fusion) if k == 0 else next(numbers)
             piece = [_fuse_again(fusion, piece, _needed(piece, later, outputs), number)]
@@ -257,7 +261,7 @@ def _on_torch_executor(bsym: BoundSymbol) -> list[BoundSymbol]:
     trace.names.update(_names(bsym))
     trace.bound_symbols = [bsym, prims.python_return.bind(bsym.output, output=None)]
     *executed, ret = transform_for_execution(trace, (torch_ex,)).bound_symbols
-    renamed = {variableify(ret.args[0]): bsym.output}
+    renamed = {variableify(new): old for new, old in zip(tree_flatten(ret.args[0])[0], tree_flatten(bsym.output)[0])}
     return [b.from_bsym_swap_proxies(renamed) for b in executed]
 
 
