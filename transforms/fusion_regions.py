@@ -23,8 +23,8 @@ nvFuser        no        ``executors/nvfuser_inplace.py``: four rules for an out
 torch.compile  yes       ``executors/torch_compile_inplace.py``: the region computes ``computed``, writes its
                          storage once, reads its old value only towards ``computed``, no op of it
                          may fail at runtime but where a position checked before it stands for
-                         the op, no two of its inputs alias ``out``, and it returns nothing
-                         computed from ``computed`` but views of the written value
+                         the op, no two of its inputs alias ``out``, and it returns nothing that
+                         Inductor may take for a no-op of the written value, only views of it
 =============  ========  ============================================================================
 
 A region of an executor with no rules keeps no write: every write in it is given back. The helpers
