@@ -59,10 +59,13 @@ def test_values_and_caches_match_eager_and_keep_their_storage(executor_set, idio
 def test_every_write_in_place_with_no_cache_sized_allocation(executor_set, idiom):
     j = jitted(executor_set, idiom)
     j()
-    copies = [d for d in thunder_ext.inplace_decisions(j.fn) if d.how == "copy"]
+    decisions = thunder_ext.inplace_decisions(j.fn)
+    copies = [d for d in decisions if d.how == "copy"]
     assert not copies, copies
     largest = allocations(j, torch.device("cpu")).largest
-    assert largest < min(c.nbytes for c in j.setup.caches), f"a call allocated {largest:,} bytes"
+    # nothing of the size of a written tensor, which may be a slice of a cache (litgpt's `k[:bs]`)
+    written = min(d.nbytes for d in decisions)
+    assert largest < min(written, *(c.nbytes for c in j.setup.caches)), f"a call allocated {largest:,} bytes"
 
 
 def _results(time_at_large: float, largest: int) -> dict:
