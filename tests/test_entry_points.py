@@ -93,6 +93,17 @@ def test_every_entry_point_matches_eager_with_every_write_in_place(compile, fn, 
     in_place(compiled, writes)
 
 
+def test_a_position_out_of_range_raises_eagers_error_with_the_caches_as_they_were(compile):
+    # under the torch.compile executor the writes stay in the region, after a check of the position
+    args = kv_args()
+    with torch.no_grad():
+        compiled = assert_matches_eager(kv_write, *args, jit=compile)
+        k, v = args[0].clone(), args[1].clone()
+        with pytest.raises(IndexError, match="index 8 is out of bounds for dimension 2 with size 8"):
+            compiled(k, v, torch.tensor([8]), *args[3:])
+    assert torch.equal(k, args[0]) and torch.equal(v, args[1])
+
+
 class Decoder(torch.nn.Module):
     """A KV cache as buffers, next to parameters that require grad, as a model is constructed."""
 
