@@ -56,7 +56,7 @@ def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases
     step from the written value (a clone, ``x * 1``, a one-tensor ``cat``; Inductor's no-ops return their
     input, so a step that changes shape or dtype, a matmul, a reduction, makes a buffer of its own). None if
     there is none."""
-    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    inputs = tensor_args(fusion)
     out = thunder_inplace_write(write)[1]
     same = {write.args[0].name, write.output.name}  # the written value, its views and renames
     apart: set[str] = set()
@@ -120,7 +120,7 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
     producer = producer_in(fusion, write)
     if producer is None or is_copy_to_out(producer):
         return f"`{computed.name}` is not computed in `{name}`, and Inductor would write a region input as it is later"
-    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    inputs = tensor_args(fusion)
     if shared := [a.name for a in inputs if aliases.same_storage(a, computed)]:
         return (
             f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
@@ -226,7 +226,7 @@ def _position_checked_ops(
     """
     checked: dict[tuple[str, int], tuple[_Indexing, BoundSymbol]] = {}
     unchecked: list[BoundSymbol] = []
-    inputs = [a for a in fusion.flat_proxy_args if isinstance(a, TensorProxy)]
+    inputs = tensor_args(fusion)
     written = [w for op in fusion.subsymbols for w in written_tensors(op)]
     for k, op in enumerate(fusion.subsymbols):
         if not may_fail_at_runtime(op):
