@@ -56,6 +56,7 @@ from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
+    fused_writes,
     is_copy_to_out,
     is_elementwise,
     is_update_aliases,
@@ -205,10 +206,12 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
 
     An op (a write too) that ``_may_run_before`` the taken-out ops since the last run joins that run instead
     of starting one: each region call costs Dynamo's guard checks, and litgpt's ``self.v[:bs]`` between the
-    K and V writes would otherwise be a region of its own, per layer and step. A run of renames alone (the
-    functionalizer orders an op that may fail after the writes before it by one) runs them as they are.
+    K and V writes would otherwise be a region of its own, per layer and step. A run of renames and views
+    alone (the functionalizer orders an op that may fail after the writes before it by a rename) runs on
+    the PyTorch executor: it has no kernel to compile, and a region call costs more than its ops.
     """
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
+    refused = _with_writes_cut_from_their_producers(fusion, refused)
     taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
     for w in refused:
         producer = producer_in(fusion, w)
@@ -226,14 +229,34 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
             pieces.append((True, [op]))
     split, numbers = [], itertools.count(fresh_number)
     for k, (is_run, piece) in enumerate(pieces):
-        if is_run and all(map(is_update_aliases, piece)):
-            piece = [b for op in piece for b in _on_torch_executor(op)]  # renames alone run no kernel
+        if is_run and all(is_update_aliases(op) or is_view_op(op) for op in piece):
+            piece = [b for op in piece for b in _on_torch_executor(op)]  # renames and views run no kernel
         elif is_run:
             later = [b for _, rest in pieces[k + 1 :] for b in rest]
             number = fusion_number(fusion) if k == 0 else next(numbers)
             piece = [_fuse_again(fusion, piece, _needed(piece, later, outputs), number)]
         split.extend(b for b in piece if b is not None)
     return split
+
+
+def _with_writes_cut_from_their_producers(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[BoundSymbol]:
+    """``refused`` and each write the region keeps that would run apart from its producer once they leave:
+    one that must follow them (it reads a result of theirs, an ``after`` edge among them: a write after an
+    op that may fail) while its producer need not, and so would run in the region after theirs. Its producer
+    would stay in the region before, and the write alone in its region would copy a value computed in another
+    one (rule 1 of torch.compile); it leaves with its producer too, and the PyTorch executor decides it."""
+    left = list(refused)
+    results = {o.name for w in refused for b in (w, producer_in(fusion, w)) if b is not None for o in b.flat_proxy_outs}
+    for write in fused_writes(fusion):
+        producer = producer_in(fusion, write)
+        if any(write is w for w in left) or producer is None or is_copy_to_out(producer):
+            continue
+        if results.intersection(p.name for p in write.flat_proxy_args) and not results.intersection(
+            p.name for p in producer.flat_proxy_args
+        ):
+            left.append(write)
+            results.update(o.name for b in (write, producer) for o in b.flat_proxy_outs)
+    return left
 
 
 def _may_run_before(op: BoundSymbol, passed: list[BoundSymbol]) -> bool:
