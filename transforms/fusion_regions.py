@@ -206,9 +206,9 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
 
     An op (a write too) that ``_may_run_before`` the taken-out ops since the last run joins that run instead
     of starting one: each region call costs Dynamo's guard checks, and litgpt's ``self.v[:bs]`` between the
-    K and V writes would otherwise be a region of its own, per layer and step. A run of renames and views
-    alone (the functionalizer orders an op that may fail after the writes before it by a rename) runs on
-    the PyTorch executor: it has no kernel to compile, and a region call costs more than its ops.
+    K and V writes would otherwise be a region of its own, per layer and step. A run of renames alone (the
+    functionalizer orders an op that may fail after the writes before it by a rename) runs on the PyTorch
+    executor: it has no kernel to compile, and a region call costs more than its ops.
     """
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
     refused = _with_writes_cut_from_their_producers(fusion, refused)
@@ -229,8 +229,8 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
             pieces.append((True, [op]))
     split, numbers = [], itertools.count(fresh_number)
     for k, (is_run, piece) in enumerate(pieces):
-        if is_run and all(is_update_aliases(op) or is_view_op(op) for op in piece):
-            piece = [b for op in piece for b in _on_torch_executor(op)]  # renames and views run no kernel
+        if is_run and all(map(is_update_aliases, piece)):
+            piece = [b for op in piece for b in _on_torch_executor(op)]  # renames alone run no kernel
         elif is_run:
             later = [b for _, rest in pieces[k + 1 :] for b in rest]
             number = fusion_number(fusion) if k == 0 else next(numbers)
