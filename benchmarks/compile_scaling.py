@@ -4,8 +4,9 @@ The program is an optimizer-like step over a list of ``n`` tensors, ``t.mul_(0.9
 in-place ops per tensor, which the functionalization makes one ``copy_to_out_`` (one write per tensor), all
 run in place. ``writes`` counts the program's in-place ops. Runners: ``thunder.jit`` and the extension
 (``thunder.jit`` with ``thunder_ext.inplace_ex`` and the extension's transform, as ``thunder_ext.jit`` adds
-them), both with thunder's default executors. Pass time: seconds spent in the extension's transform (its
-two hooks: functionalization and the guards before thunder's passes, the checker and buffer reuse after),
+them), both with thunder's default executors. Pass time: seconds spent in the extension's passes (its
+transform's two hooks: functionalization and the guards before thunder's passes, the checker and buffer
+reuse after; and ``inplace_ex``'s fusion pass, which pins what rematerialization must not recompute),
 measured inside the same first call; and again in one more first call of the extension with Python's
 automatic garbage collection paused, which tells the passes' own growth from that of the full collections
 that fall inside them (each scans every object thunder holds, and so grows with the trace).
@@ -47,7 +48,8 @@ class Result:
 
 
 class TimedInplaceTransform(InplaceTransform):
-    """The extension's transform, adding up the seconds its hooks take."""
+    """The extension's transform, adding up the seconds its hooks and ``inplace_ex``'s fusion pass take
+    (the latter while ``timing_the_executor`` is open)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,6 +70,20 @@ class TimedInplaceTransform(InplaceTransform):
     def transform_trace_post_optimization(self, *args, **kwargs):
         with self._timed():
             return super().transform_trace_post_optimization(*args, **kwargs)
+
+    @contextmanager
+    def timing_the_executor(self) -> Iterator[None]:
+        unpinned = type(inplace_ex).fusion_pass
+
+        def timed(trace):
+            with self._timed():
+                return unpinned(inplace_ex, trace)
+
+        inplace_ex.fusion_pass = timed  # this process only: each configuration runs in a fresh one
+        try:
+            yield
+        finally:
+            del inplace_ex.fusion_pass
 
 
 def configs(quick: bool) -> list[int]:
@@ -99,9 +115,10 @@ def _measure(writes: int, device: torch.device, rounds: int, threads: int) -> Re
                 if runner == STOCK
                 else thunder.jit(step, executors=[inplace_ex, *thunder.get_default_executors()], transforms=[transform])
             )
-            start = time.perf_counter()
-            jitted(tensors)
-            first[runner].append(time.perf_counter() - start)
+            with transform.timing_the_executor():
+                start = time.perf_counter()
+                jitted(tensors)
+                first[runner].append(time.perf_counter() - start)
             if runner == EXT:
                 passes.append(transform.seconds)
                 decisions = inplace_decisions(jitted)
@@ -118,7 +135,8 @@ def _pass_seconds_uncollected(writes: int, device: torch.device) -> float:
     gc.collect()
     gc.disable()
     try:
-        jitted(tensors)
+        with transform.timing_the_executor():
+            jitted(tensors)
     finally:
         gc.enable()
     return transform.seconds

@@ -13,6 +13,11 @@ Two kinds of operator:
   (``thunder_ext.transforms.reuse_buffers``) found dead or about to be overwritten.
 - ``checked_index(index, ...)``: an index checked before the torch.compile region that writes or reads at
   it (``executors/torch_compile_inplace.py``, rule 4), raising what the op's form here would.
+
+The executor is also a fusion executor that fuses nothing: listed before the others (``thunder_ext.jit``,
+the plugin and the backend put it first), its fusion pass runs after thunder has claimed every op and
+before any other fusion pass, the one point where a pass sees the trace that the fusion passes group. It
+pins what rematerialization must not recompute across a write (``transforms/no_recomputation.py``).
 """
 
 from __future__ import annotations
@@ -25,12 +30,28 @@ from types import FrameType
 import torch
 from thunder.core import dtypes, prims
 from thunder.core.proxies import TensorProxy
-from thunder.extend import OperatorExecutor, register_executor
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx
+from thunder.extend import FusionExecutor, OperatorExecutor, register_executor
 
 from thunder_ext.inplace_errors import named_runtime_error
 from thunder_ext.primitive import copy_to_out_
 
-inplace_ex = OperatorExecutor("thunder_ext_inplace", version="0.1")
+
+class InplaceExecutor(OperatorExecutor, FusionExecutor):
+    """Runs the extension's ops; its fusion pass, the first, prepares the trace for the others'."""
+
+    def can_fuse(self, bsym: BoundSymbol) -> bool:
+        return False  # claims only what it implements, as an operator executor
+
+    def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
+        # imported here: the passes' analyses import this module
+        from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
+
+        return pin_reads_of_overwritten_storage(trace)
+
+
+inplace_ex = InplaceExecutor("thunder_ext_inplace", version="0.1")
 register_executor(inplace_ex)
 
 

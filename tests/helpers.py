@@ -13,12 +13,14 @@ from thunder.core import dtypes
 from thunder.core.codeutils import SigInfo
 from thunder.core.devices import cpu
 from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import has_tags
 from thunder.core.trace import TraceCtx, tracectx
 from thunder.core.transforms import Transform
 from torch.testing import assert_close
 
 import thunder_ext
 from thunder_ext.transforms.aliasing import is_copy_to_out
+from thunder_ext.transforms.no_recomputation import RECOMPUTING_DIFFERS, pin_reads_of_overwritten_storage
 
 
 def clone_args(args):
@@ -67,6 +69,29 @@ def tracing(*names, shape=(4,)):
     trace = TraceCtx()
     with tracectx(trace):
         yield trace, [TensorProxy(n, shape=shape, device=cpu, dtype=dtypes.float32) for n in names]
+
+
+def pinned(trace) -> list:
+    """``trace``'s ops as the extension's pass before the fusion passes leaves them (tagged where
+    rematerialization must not recompute them)."""
+    return pin_reads_of_overwritten_storage(trace).bound_symbols
+
+
+def read_then_written_beside_a_free_read(x, y):
+    d = x * 2  # reads x, which the write below overwrites: pinned
+    e = y * 3  # reads nothing written: free
+    x.add_(1)
+    return d + e
+
+
+def pinned_operands_of_the_result(trace) -> list[bool]:
+    """For ``read_then_written_beside_a_free_read``'s final trace: whether the ops that compute ``d`` and
+    ``e`` (the operands of the op that computes the result, in a region or not) carry the tag that keeps
+    rematerialization from recomputing them."""
+    ops = [s for b in trace.bound_symbols for s in (b.subsymbols if b.sym.is_fusion else [b])]
+    made_by = {o.name: op for op in ops for o in op.flat_proxy_outs}
+    (result,) = trace.bound_symbols[-1].args[0]
+    return [has_tags(made_by[a.name], {RECOMPUTING_DIFFERS}) for a in made_by[result.name].flat_proxy_args]
 
 
 def computation(trace, *regions_and_return):

@@ -1,5 +1,5 @@
 """The public API tells the truth: decisions describe the trace that ran, name the user's line, and a
-transform without its executor says what is missing."""
+transform without its executor, or with it after a fusion executor, says what is missing."""
 
 import inspect
 
@@ -61,5 +61,19 @@ def test_transform_without_its_executor_says_what_to_add():
     x = torch.zeros(2)
     jfn = thunder.jit(lambda t: t.add_(1), transforms=[thunder_ext.InplaceTransform()])
     with pytest.raises(ValueError, match=r"needs thunder_ext\.inplace_ex among the executors.*thunder_ext\.jit"):
+        jfn(x)
+    torch.testing.assert_close(x, torch.zeros(2))
+
+
+def test_transform_with_its_executor_after_a_fusion_executor_says_to_move_it():
+    # its fusion pass must run before the other executors' (what rematerialization must not recompute)
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    x = torch.zeros(2)
+    jfn = thunder.jit(
+        lambda t: t.add_(1), executors=[torch_compile_ex, thunder_ext.inplace_ex], transforms=[thunder_ext.InplaceTransform()]
+    )
+    message = r"inplace_ex among the executors, before any fusion executor \(given: .*torchcompile, thunder_ext_inplace, "
+    with pytest.raises(ValueError, match=message):
         jfn(x)
     torch.testing.assert_close(x, torch.zeros(2))

@@ -5,6 +5,7 @@ regions the way nvFuser's fusion pass does and runs their ops in order; what nvF
 alias output is tests/test_gpu.py's part.
 """
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,14 @@ from thunder.extend import FusionExecutor
 
 import thunder_ext
 from fake_nvfuser import fake_nvfuser, fake_nvfuser_jit, fusion_region
-from helpers import assert_matches_eager, computation, tracing
+from helpers import (
+    assert_matches_eager,
+    computation,
+    pinned,
+    pinned_operands_of_the_result,
+    read_then_written_beside_a_free_read,
+    tracing,
+)
 from thunder_ext.executors import nvfuser_inplace_available
 from thunder_ext.executors.nvfuser_inplace import nvfuser_write_blocker
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
@@ -256,7 +264,9 @@ def test_a_reader_of_the_old_value_in_the_region_still_runs_before_the_write_giv
         x.mul_(y)
         return old.sum()
 
-    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), jit=fake_nvfuser_jit)
+    # grouped by dataflow, the read and the write share a region (consecutive grouping parts them at the renames)
+    jit = functools.partial(fake_nvfuser_jit, fusion_type="dataflow")
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), jit=jit)
     (decision,) = thunder_ext.inplace_decisions(jfn)
     assert decision.how == "copy" and "not in nvFuser: `mul` uses" in decision.reason, decision
 
@@ -350,30 +360,50 @@ def test_a_read_of_the_old_value_after_the_region_is_an_ordering_error():
         prove_inplace_writes(trace)
 
 
-def test_rematerialization_never_runs_a_write_twice():
-    # thunder's rematerialization moves `neg` and the write into the region that reads their result,
-    # which would then negate the already negated x a second time.
+def negated_then_read(pin):
+    """x negated in place by one region, read by the next (a trace after thunder's rematerialization), with the
+    ops pinned as the extension's pass before the fusion passes pins them, or not."""
     with tracing("x") as (trace, (x,)):
         w = copy_to_out_(prims.neg(x), out=x)
         result = prims.exp(prims.mul(w, 2.0))
-    negate, rest = trace.bound_symbols[:2], trace.bound_symbols[2:]
     trace.args = [x]
+    ops = pinned(trace) if pin else trace.bound_symbols
     computation(
         trace,
-        fake_nvfuser.fuse(fusion_region([x], [w], negate), 0),
-        fake_nvfuser.fuse(fusion_region([w], [result], rest), 1),
+        fake_nvfuser.fuse(fusion_region([x], [w], ops[:2]), 0),
+        fake_nvfuser.fuse(fusion_region([w], [result], ops[2:]), 1),
         prims.python_return.bind(result, output=None),
     )
-    rematerialized = update_fusion_call_ctx(rematerialize(trace))
+    return update_fusion_call_ctx(rematerialize(trace))
+
+
+def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_prims():
+    # the stand-in flattens each op into its prims, as nvFuser does: the tag must reach them
+    jfn = assert_matches_eager(read_then_written_beside_a_free_read, torch.randn(3), torch.randn(3), jit=fake_nvfuser_jit)
+    assert pinned_operands_of_the_result(thunder.last_traces(jfn)[-1]) == [True, False]
+
+
+def test_rematerialization_never_runs_a_write_twice():
+    rematerialized = negated_then_read(pin=True)
+    assert [bool(fused_writes(b)) for b in rematerialized.bound_symbols if b.sym.is_fusion] == [True, False]
+
+    proved, decisions = prove_inplace_writes(rematerialized)
+    assert [d.how for d in decisions] == ["in place in an nvFuser region"]
+    a = torch.randn(4)
+    ours = a.clone()
+    torch.testing.assert_close(proved.python_callable()(ours), torch.exp(-2 * a))
+    torch.testing.assert_close(ours, -a)
+
+
+def test_the_checker_refuses_a_region_that_runs_a_write_twice():
+    # unpinned, thunder's rematerialization moves `neg` and the write into the region that reads their
+    # result, which then negates the already negated x a second time
+    rematerialized = negated_then_read(pin=False)
     assert fused_writes(rematerialized.bound_symbols[1]), "the premise: rematerialization copied the write"
     a = torch.randn(4)
     stock = a.clone()
     rematerialized.python_callable()(stock)
     assert torch.equal(stock, a), "the premise: run twice, the write undoes itself"
 
-    proved, decisions = prove_inplace_writes(rematerialized)
-    assert [d.how for d in decisions] == ["in place in an nvFuser region"]
-    assert [bool(fused_writes(b)) for b in proved.bound_symbols if b.sym.is_fusion] == [True, False]
-    ours = a.clone()
-    torch.testing.assert_close(proved.python_callable()(ours), torch.exp(-2 * a))
-    torch.testing.assert_close(ours, -a)
+    with pytest.raises(thunder_ext.InplaceOrderingError, match="`nvFusion1` recomputes .* and writes again"):
+        prove_inplace_writes(rematerialized)

@@ -14,7 +14,18 @@ from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
 from fake_nvfuser import fusion_region
-from helpers import VOCAB, Pair, assert_matches_eager, caches, computation, small_llama, tracing
+from helpers import (
+    VOCAB,
+    Pair,
+    assert_matches_eager,
+    caches,
+    computation,
+    pinned,
+    pinned_operands_of_the_result,
+    read_then_written_beside_a_free_read,
+    small_llama,
+    tracing,
+)
 from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
 from thunder_ext.executors.torch_inplace import checked_index, plain_copy_to_out
@@ -352,22 +363,31 @@ def rematerialized(trace, *regions):
     return update_fusion_call_ctx(rematerialize(computation(trace, *regions)))
 
 
-def test_no_region_recomputes_a_write_of_an_earlier_one():
-    # rematerialization copies `neg` and the write into the region that reads their result, which would
-    # then negate the already negated x a second time
+def negated_then_read(pin):
+    """x negated in place by one region, read by the next, after rematerialization, with the ops pinned as
+    the extension's pass before the fusion passes pins them, or not."""
     with tracing("x") as (trace, (x,)):
         w = copy_to_out_(prims.neg(x), out=x)
         result = prims.exp(prims.mul(w, 2.0))
-    neg, write, rest = trace.bound_symbols[0], trace.bound_symbols[1], trace.bound_symbols[2:]
-    negate = [neg, as_claimed(write)]
+    trace.bound_symbols[1] = as_claimed(trace.bound_symbols[1])
     trace.args = [x]
-    remat = rematerialized(
+    ops = pinned(trace) if pin else trace.bound_symbols
+    return rematerialized(
         trace,
-        torch_compile_ex.fuse(fusion_region([x], [w], negate), 0),
-        torch_compile_ex.fuse(fusion_region([w], [result], rest), 1),
+        torch_compile_ex.fuse(fusion_region([x], [w], ops[:2]), 0),
+        torch_compile_ex.fuse(fusion_region([w], [result], ops[2:]), 1),
         prims.python_return.bind(result, output=None),
     )
-    assert fused_writes(remat.bound_symbols[1]), "the premise: rematerialization copied the write"
+
+
+def test_the_fusion_pass_receives_what_a_write_overwrites_pinned():
+    jfn = assert_matches_eager(read_then_written_beside_a_free_read, torch.randn(3), torch.randn(3))
+    assert pinned_operands_of_the_result(thunder.last_traces(jfn)[-1]) == [True, False]
+
+
+def test_no_region_recomputes_a_write_of_an_earlier_one():
+    remat = negated_then_read(pin=True)
+    assert [bool(fused_writes(b)) for b in remat.bound_symbols if b.sym.is_fusion] == [True, False]
 
     proved, decisions = prove_inplace_writes(remat)
     assert [d.how for d in decisions] == ["in a torch.compile region"]
@@ -377,27 +397,49 @@ def test_no_region_recomputes_a_write_of_an_earlier_one():
     torch.testing.assert_close(ours, -a)
 
 
-def test_no_region_recomputes_a_value_across_a_write_between_regions():
-    # the second region would recompute x * 2 from x, which the write between has overwritten
+def test_the_checker_refuses_a_region_that_recomputes_a_write():
+    # unpinned, rematerialization copies `neg` and the write into the region that reads their result,
+    # which would then negate the already negated x a second time
+    remat = negated_then_read(pin=False)
+    assert fused_writes(remat.bound_symbols[1]), "the premise: rematerialization copied the write"
+    with pytest.raises(thunder_ext.InplaceOrderingError, match="`TorchCompile1` recomputes .* and writes again"):
+        prove_inplace_writes(remat)
+
+
+def doubled_then_overwritten(pin):
+    """x * 2 computed by one region, x overwritten between it and the region that reads x * 2, after
+    rematerialization, pinned or not."""
     with tracing("x", "y") as (trace, (x, y)):
         doubled = prims.mul(x, 2.0)
         w = copy_to_out_(y, out=x)
         result = prims.add(prims.exp(doubled), w)
-    double, write, rest = trace.bound_symbols[:1], trace.bound_symbols[1], trace.bound_symbols[2:]
+    trace.bound_symbols[1] = as_claimed(trace.bound_symbols[1])
     trace.args = [x, y]
+    ops = pinned(trace) if pin else trace.bound_symbols
     remat = rematerialized(
         trace,
-        torch_compile_ex.fuse(fusion_region([x], [doubled], double), 0),
-        as_claimed(write),
-        torch_compile_ex.fuse(fusion_region([doubled, w], [result], rest), 1),
+        torch_compile_ex.fuse(fusion_region([x], [doubled], ops[:1]), 0),
+        ops[1],
+        torch_compile_ex.fuse(fusion_region([doubled, w], [result], ops[2:]), 1),
         prims.python_return.bind(result, output=None),
     )
-    recomputed = {o.name for s in remat.bound_symbols[2].subsymbols for o in s.flat_proxy_outs}
-    assert doubled.name in recomputed, "the premise: rematerialization recomputes x * 2 after the write"
+    return remat, doubled.name in {o.name for s in remat.bound_symbols[2].subsymbols for o in s.flat_proxy_outs}
 
+
+def test_no_region_recomputes_a_value_across_a_write_between_regions():
+    remat, recomputed = doubled_then_overwritten(pin=True)
+    assert not recomputed
     proved, _ = prove_inplace_writes(remat)
     a, b = torch.randn(4), torch.randn(4)
     torch.testing.assert_close(proved.python_callable()(a.clone(), b), torch.exp(2 * a) + b)
+
+
+def test_the_checker_refuses_a_region_that_recomputes_a_value_across_a_write():
+    # unpinned, the second region recomputes x * 2 from x, which the write between has overwritten
+    remat, recomputed = doubled_then_overwritten(pin=False)
+    assert recomputed, "the premise: rematerialization recomputes x * 2 after the write"
+    with pytest.raises(thunder_ext.InplaceOrderingError, match="`TorchCompile1` recomputes .* and touches x overwritten"):
+        prove_inplace_writes(remat)
 
 
 def test_a_litgpt_decode_step_runs_in_one_region_after_its_checks():

@@ -30,9 +30,7 @@ torch.compile  yes       ``executors/torch_compile_inplace.py``: the region comp
 A region of an executor with no rules keeps no write: every write in it is given back. The helpers
 both executors' rules share are here: ``producer_in``, ``elementwise_cone``.
 
-Rematerialization (thunder's, in both executors' fusion passes) lets a region recompute values of an
-earlier one from that one's inputs. Across a write to those inputs, wherever the write runs, the
-recomputation reads them overwritten; ``no_recomputation_across_writes`` undoes exactly that.
+Rematerialization across writes is ruled out before the fusion passes run (``transforms/no_recomputation.py``).
 """
 
 from __future__ import annotations
@@ -63,7 +61,6 @@ from thunder_ext.transforms.aliasing import (
     is_view_op,
     may_fail_at_runtime,
     thunder_inplace_write,
-    written_tensors,
 )
 
 Blocker = Callable[[BoundSymbol, BoundSymbol, Aliases], "str | None"]
@@ -333,46 +330,3 @@ def _returns_a_view_of_a_write(fusion: BoundSymbol, writes: list[BoundSymbol]) -
         if (is_view_op(op) or is_update_aliases(op)) and views.intersection(p.name for p in op.flat_proxy_args):
             views.update(o.name for o in op.flat_proxy_outs)
     return any(o.name in views - written for o in fusion.flat_proxy_outs)
-
-
-def no_recomputation_across_writes(bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
-    """Regions rebuilt so that none recomputes a value of an earlier region across a write.
-
-    thunder's rematerialization lets a region recompute values of an earlier one from that one's inputs
-    instead of receiving them. Where any op from the earlier region on (the region itself, an op between,
-    a region between) writes, the recomputation may read storage already overwritten, or run a write
-    twice: the later region then receives those values from the earlier one again, as before
-    rematerialization.
-    """
-    bsyms: list[BoundSymbol | None] = list(bsyms)
-    computed_in: dict[str, int] = {}  # value -> index of the latest region that computes it
-    last_write = -1
-    for j, bsym in enumerate(bsyms):
-        if bsym.sym.is_fusion:
-            recomputed = {
-                o.name for s in bsym.subsymbols for o in s.flat_proxy_outs if computed_in.get(o.name, j) <= last_write
-            }
-            if recomputed:
-                bsyms[j] = bsym = _receive_instead(bsyms, j, recomputed, computed_in)
-            if bsym is not None:
-                computed_in.update((o.name, j) for s in bsym.subsymbols for o in s.flat_proxy_outs)
-        if bsym is not None and written_tensors(bsym):
-            last_write = j
-    return [b for b in bsyms if b is not None]
-
-
-def _receive_instead(
-    bsyms: list[BoundSymbol | None], j: int, recomputed: set[str], computed_in: dict[str, int]
-) -> BoundSymbol | None:
-    """Region ``j`` without the ops that recompute ``recomputed``; the regions that computed them first
-    (``computed_in``) now also return what region ``j`` reads of them."""
-    region = bsyms[j]
-    kept = [s for s in region.subsymbols if not recomputed.intersection(o.name for o in s.flat_proxy_outs)]
-    received = {p.name: p for s in kept for p in s.flat_proxy_args if p.name in recomputed}
-    received.update((o.name, o) for o in region.flat_proxy_outs if o.name in recomputed)
-    for k in sorted({computed_in[name] for name in received}):
-        source = bsyms[k]
-        outputs = {o.name: o for o in source.flat_proxy_outs}
-        outputs.update((n, p) for n, p in received.items() if computed_in[n] == k)
-        bsyms[k] = _fuse_again(source, source.subsymbols, list(outputs.values()))
-    return _fuse_again(region, kept, [o for o in region.flat_proxy_outs if o.name not in recomputed])

@@ -67,12 +67,12 @@ from thunder_ext.transforms.aliasing import (
 from thunder_ext.transforms.fusion_regions import (
     fusion_number,
     give_back,
-    no_recomputation_across_writes,
     position_in,
     rules_for,
     with_checks_ahead,
     write_blocker,
 )
+from thunder_ext.transforms.no_recomputation import recomputations_across_writes
 from thunder_ext.transforms.trace_index import END, TOP, Position, TraceIndex
 
 How = Literal[
@@ -339,7 +339,9 @@ def _unless_strict(decided: InplaceDecision, strict: bool) -> InplaceDecision:
 
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
     """Run each provably safe ``copy_to_out_`` in place; return the new trace and every decision."""
-    index = TraceIndex(no_recomputation_across_writes([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL]))
+    index = TraceIndex([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL])
+    if found := recomputations_across_writes(index.ops, index.aliases):
+        raise InplaceOrderingError("a fusion region recomputes a value across a write: " + "; ".join(found))
     grad_args = [a for a in trace.args if isinstance(a, TensorProxy) and a.requires_grad]
     decisions: list[InplaceDecision] = []
     given_back: dict[str, str] = {}  # write result -> why its region gave it back

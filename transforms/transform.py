@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from thunder.core.compile_data import get_compile_data
 from thunder.core.trace import TraceCtx
 from thunder.core.transforms import Transform
-from thunder.extend import Executor
+from thunder.extend import Executor, FusionExecutor
 
 from thunder_ext.executors import inplace_ex
 
@@ -43,9 +43,15 @@ class InplaceTransform(Transform):
     def transform_traces_pre_prologue(
         self, prologue_trace, computation_trace, epilogue_trace, *, executors_list: Sequence[Executor], **kwargs
     ):
-        if inplace_ex not in executors_list:
+        order = list(executors_list)
+        first_fuser = next(
+            (i for i, ex in enumerate(order) if isinstance(ex, FusionExecutor) and ex != inplace_ex), len(order)
+        )
+        if inplace_ex not in order or order.index(inplace_ex) > first_fuser:
             raise ValueError(
-                "InplaceTransform needs thunder_ext.inplace_ex among the executors, which runs its writes: "
+                "InplaceTransform needs thunder_ext.inplace_ex among the executors, before any fusion executor "
+                f"(given: {', '.join(str(ex.name) for ex in executors_list)}): it runs the writes, and its pass "
+                "prepares the trace for theirs: "
                 "thunder.jit(fn, executors=[thunder_ext.inplace_ex, ...], transforms=[InplaceTransform()]), "
                 "or use thunder_ext.jit(fn), which adds both."
             )

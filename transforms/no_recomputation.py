@@ -1,0 +1,95 @@
+"""No fusion region recomputes a value across a write: by construction before fusion, verified after it.
+
+thunder's rematerialization (in nvFuser's and torch.compile's fusion passes) lets a region recompute values
+of an earlier region from that one's inputs instead of receiving them. Across a write, a recomputed read of
+the written storage sees the new value, a recomputed op that made the storage makes it again without the
+write, and a recomputed write runs twice. thunder's ``find_cut`` never recomputes an op tagged
+``RANDOM_OP``, whose second run gives another value, which is what each of those ops is once the write has
+run.
+
+Rule (``pin_reads_of_overwritten_storage``, run just before the fusion passes): every op that writes, and
+every op that reads the data of a storage some later op writes, or makes that storage, is tagged so, with all
+its subsymbols (a fusion pass may flatten an op into them). Views and renames read no data and make no
+storage: recomputed, they name the same one, and what reads it through them is pinned where it must read the
+old value. They stay free, as thunder's autodiff needs: it saves for the backward what the backward reads,
+and where the backward's region recomputes a rename of an argument, the argument itself is saved, before any
+region that writes it, where ``saved_values_outlive_writes`` can clone it.
+
+``recomputations_across_writes`` checks the regions afterwards and names any recomputation that reads or
+makes storage written since the value was first computed, or that writes: the checker raises on it, since
+only a pass that broke the rule can produce one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from thunder.core.prims import OpTags
+from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+
+from thunder_ext.transforms.aliasing import (
+    Aliases,
+    data_args,
+    is_update_aliases,
+    is_view_op,
+    tensor_outs,
+    written_tensors,
+)
+
+# What thunder's rematerialization never recomputes: "a second run gives another value".
+RECOMPUTING_DIFFERS = OpTags.RANDOM_OP
+
+
+def _pinned(bsym: BoundSymbol) -> BoundSymbol:
+    """``bsym`` and its subsymbols, tagged as not to be recomputed (new bound symbols: traces share the old)."""
+    return bsym.from_bsym(tags=bsym.tags | {RECOMPUTING_DIFFERS}, subsymbols=[_pinned(s) for s in bsym.subsymbols])
+
+
+def _storage_touched(bsym: BoundSymbol) -> list[TensorProxy]:
+    """The tensors ``bsym`` reads the data of, and those it makes: none for a view or a rename."""
+    return [] if is_view_op(bsym) or is_update_aliases(bsym) else [*data_args(bsym), *tensor_outs(bsym)]
+
+
+def pin_reads_of_overwritten_storage(trace: TraceCtx) -> TraceCtx:
+    """Tag every write, and every op that reads or makes a storage a later op writes, so that no
+    rematerialization recomputes them (module docstring). Runs on the trace the fusion passes receive."""
+    aliases = Aliases(trace.bound_symbols)
+    written_later: set[str] = set()  # storage keys
+    pinned: list[BoundSymbol] = []
+    for bsym in reversed(trace.bound_symbols):
+        writes = [aliases.storage_key(t) for t in written_tensors(bsym)]
+        if writes or any(aliases.storage_key(t) in written_later for t in _storage_touched(bsym)):
+            bsym = _pinned(bsym)
+        written_later.update(writes)
+        pinned.append(bsym)
+    new = from_trace(trace)
+    new.bound_symbols = pinned[::-1]
+    new.set_provenance(TraceProvenance("Pin reads of overwritten storage (thunder_ext)"))
+    return new
+
+
+def recomputations_across_writes(bsyms: Sequence[BoundSymbol], aliases: Aliases) -> list[str]:
+    """Each op of a region that recomputes a value an earlier region computed, and writes, or reads or makes
+    a storage written since that earlier region began (there, between the two, or earlier in its own
+    region): what ``pin_reads_of_overwritten_storage`` rules out, described for an error."""
+    computed_in: dict[str, int] = {}  # value -> slot of the first region that computes it
+    written_at: list[tuple[int, str]] = []  # (slot, storage key) of every write, in order
+    found = []
+    for j, bsym in enumerate(bsyms):
+        ops = bsym.subsymbols if bsym.sym.is_fusion else [bsym]
+        for op in ops:
+            outs = [o.name for o in op.flat_proxy_outs]
+            first = min((computed_in[o] for o in outs if o in computed_in), default=None)
+            if bsym.sym.is_fusion and first is not None and first < j:
+                since = {key for slot, key in written_at if slot >= first}
+                overwritten = [t.name for t in _storage_touched(op) if aliases.storage_key(t) in since]
+                if written_tensors(op) or overwritten:
+                    what = "writes again" if written_tensors(op) else f"touches {', '.join(overwritten)} overwritten"
+                    found.append(f"`{bsym.sym.name}` recomputes {', '.join(outs)} of slot {first}, and {what}")
+            if bsym.sym.is_fusion:
+                for o in outs:
+                    computed_in.setdefault(o, j)
+            written_at.extend((j, aliases.storage_key(t)) for t in written_tensors(op))
+    return found
