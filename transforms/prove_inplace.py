@@ -3,6 +3,9 @@
 It runs on the final execution trace, after every pass that may reorder, so what it proves holds
 for the order that will run. For each write ``w = copy_to_out_(c, out=o)`` it checks:
 
+0. *No recomputation across a write* (never waived): no fusion region recomputes a value of an earlier
+   one across a write, which ``inplace_ex``'s fusion pass rules out before the fusion passes run
+   (``transforms/no_recomputation.py``); one that does raises ``InplaceOrderingError``.
 1. *Ordering* (never waived): no op after the write reads a tensor sharing ``o``'s storage except
    through ``w`` (or aliases derived from ``w``). A violation means some pass moved the write above
    a reader of the old value; no executor can repair that, so it raises ``InplaceOrderingError``.
