@@ -73,11 +73,11 @@ class TimedInplaceTransform(InplaceTransform):
 
     @contextmanager
     def timing_the_executor(self) -> Iterator[None]:
-        unpinned = type(inplace_ex).fusion_pass
+        untimed = type(inplace_ex).fusion_pass
 
         def timed(trace):
             with self._timed():
-                return unpinned(inplace_ex, trace)
+                return untimed(inplace_ex, trace)
 
         inplace_ex.fusion_pass = timed  # this process only: each configuration runs in a fresh one
         try:

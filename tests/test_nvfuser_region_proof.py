@@ -379,7 +379,8 @@ def negated_then_read(pin):
 
 def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_prims():
     # the stand-in flattens each op into its prims, as nvFuser does: the tag must reach them
-    jfn = assert_matches_eager(read_then_written_beside_a_free_read, torch.randn(3), torch.randn(3), jit=fake_nvfuser_jit)
+    f = read_then_written_beside_a_free_read
+    jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3), jit=fake_nvfuser_jit)
     assert pinned_operands_of_the_result(thunder.last_traces(jfn)[-1]) == [True, False]
 
 

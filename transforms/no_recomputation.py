@@ -75,7 +75,7 @@ def recomputations_across_writes(bsyms: Sequence[BoundSymbol], aliases: Aliases)
     a storage written since that earlier region began (there, between the two, or earlier in its own
     region): what ``pin_reads_of_overwritten_storage`` rules out, described for an error."""
     computed_in: dict[str, int] = {}  # value -> slot of the first region that computes it
-    written_at: list[tuple[int, str]] = []  # (slot, storage key) of every write, in order
+    last_written: dict[str, int] = {}  # storage key -> slot of its latest write so far
     found = []
     for j, bsym in enumerate(bsyms):
         ops = bsym.subsymbols if bsym.sym.is_fusion else [bsym]
@@ -83,13 +83,13 @@ def recomputations_across_writes(bsyms: Sequence[BoundSymbol], aliases: Aliases)
             outs = [o.name for o in op.flat_proxy_outs]
             first = min((computed_in[o] for o in outs if o in computed_in), default=None)
             if bsym.sym.is_fusion and first is not None and first < j:
-                since = {key for slot, key in written_at if slot >= first}
-                overwritten = [t.name for t in _storage_touched(op) if aliases.storage_key(t) in since]
-                if written_tensors(op) or overwritten:
-                    what = "writes again" if written_tensors(op) else f"touches {', '.join(overwritten)} overwritten"
-                    found.append(f"`{bsym.sym.name}` recomputes {', '.join(outs)} of slot {first}, and {what}")
+                since = [t.name for t in _storage_touched(op) if last_written.get(aliases.storage_key(t), -1) >= first]
+                if written_tensors(op) or since:
+                    what = "writes again" if written_tensors(op) else f"touches {', '.join(since)} overwritten"
+                    earlier = bsyms[first].sym.name
+                    found.append(f"`{bsym.sym.name}` recomputes {', '.join(outs)} of `{earlier}`, and {what}")
             if bsym.sym.is_fusion:
                 for o in outs:
                     computed_in.setdefault(o, j)
-            written_at.extend((j, aliases.storage_key(t)) for t in written_tensors(op))
+            last_written.update((aliases.storage_key(t), j) for t in written_tensors(op))
     return found
