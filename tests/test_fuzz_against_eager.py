@@ -20,6 +20,7 @@ with the fix (and a header saying what it found).
 """
 
 import os
+import re
 import traceback
 from pathlib import Path
 
@@ -112,11 +113,13 @@ def _save(program: Program, folder: Path, error: Exception) -> Path:
 
 
 KNOWN_FAILURE = "# known failure: "
+KNOWN_FAILURE_UNDER = re.compile(r"# known failure under (\w+): (.*)")
 
 
 def _known_failure(path: Path) -> list:
     """A saved program whose first line starts with ``KNOWN_FAILURE`` and says why is a strict xfail: it
-    stays replayed, and the day it passes the run says so."""
+    stays replayed, and the day it passes the run says so. One that fails under one executor set only
+    says which (``KNOWN_FAILURE_UNDER``); ``test_regression`` marks it there."""
     first = path.read_text().splitlines()[0]
     return [pytest.mark.xfail(strict=True, reason=first[len(KNOWN_FAILURE) :])] if first.startswith(KNOWN_FAILURE) else []
 
@@ -132,8 +135,11 @@ def _regressions() -> list:
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
 @pytest.mark.parametrize(("path", "fusion"), _regressions())
-def test_regression(path: Path, fusion, scheduler):
-    check_against_eager(Program(path.read_text()), scheduler, fusion=fusion)
+def test_regression(path: Path, fusion, scheduler, executor_set: str, request: pytest.FixtureRequest):
+    source = path.read_text()
+    if (known := KNOWN_FAILURE_UNDER.match(source)) and known[1] == executor_set:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=known[2]))
+    check_against_eager(Program(source), scheduler, fusion=fusion)
 
 
 ALIASED = Program("""
