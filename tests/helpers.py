@@ -9,16 +9,21 @@ import copy
 
 import torch
 import thunder
-from thunder.core import dtypes
+from thunder.core import dtypes, prims
 from thunder.core.codeutils import SigInfo
 from thunder.core.devices import cpu
 from thunder.core.proxies import TensorProxy
+from thunder.core.rematerialization import rematerialize
 from thunder.core.symbol import has_tags
 from thunder.core.trace import TraceCtx, tracectx
 from thunder.core.transforms import Transform
+from thunder.executors.passes import update_fusion_call_ctx
 from torch.testing import assert_close
 
 import thunder_ext
+from fake_nvfuser import fusion_region
+from thunder_ext.executors.torch_inplace import plain_copy_to_out
+from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import is_copy_to_out
 from thunder_ext.transforms.no_recomputation import RECOMPUTING_DIFFERS, pin_reads_of_overwritten_storage
 
@@ -100,6 +105,37 @@ def computation(trace, *regions_and_return):
     trace._siginfo = SigInfo("computation")
     trace._siginfo.args = [(a.name, None) for a in trace.args]
     return trace
+
+
+def as_claimed(write):
+    """A ``copy_to_out_`` as the extension's executor claims it, before any fusion pass."""
+    return plain_copy_to_out.bind(*write.args, **write.kwargs, output=write.output, subsymbols=[write])
+
+
+def rematerialized(trace, *regions_and_return):
+    """``trace`` made of fusion regions (and ops between), after thunder's rematerialization, which runs in
+    each fusion executor's pass."""
+    return update_fusion_call_ctx(rematerialize(computation(trace, *regions_and_return)))
+
+
+def negated_then_read(executor, *, pin: bool, claimed: bool):
+    """x negated in place by one of ``executor``'s regions, read by the next, after rematerialization, with the
+    ops pinned as the extension's pass before the fusion passes pins them, or not. ``claimed``: the regions
+    hold the write as the extension's executor claims it (torch.compile's compile the PyTorch form of their
+    ops), else as the primitive (the stand-in nvFuser's hold prims)."""
+    with tracing("x") as (trace, (x,)):
+        w = copy_to_out_(prims.neg(x), out=x)
+        result = prims.exp(prims.mul(w, 2.0))
+    if claimed:
+        trace.bound_symbols[1] = as_claimed(trace.bound_symbols[1])
+    trace.args = [x]
+    ops = pinned(trace) if pin else trace.bound_symbols
+    return rematerialized(
+        trace,
+        executor.fuse(fusion_region([x], [w], ops[:2]), 0),
+        executor.fuse(fusion_region([w], [result], ops[2:]), 1),
+        prims.python_return.bind(result, output=None),
+    )
 
 
 # litgpt models and their KV caches

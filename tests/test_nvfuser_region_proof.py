@@ -12,8 +12,6 @@ import pytest
 import torch
 import thunder
 from thunder.core import prims
-from thunder.core.rematerialization import rematerialize
-from thunder.executors.passes import update_fusion_call_ctx
 from thunder.extend import FusionExecutor
 
 import thunder_ext
@@ -21,7 +19,7 @@ from fake_nvfuser import fake_nvfuser, fake_nvfuser_jit, fusion_region
 from helpers import (
     assert_matches_eager,
     computation,
-    pinned,
+    negated_then_read,
     pinned_operands_of_the_result,
     read_then_written_beside_a_free_read,
     tracing,
@@ -360,23 +358,6 @@ def test_a_read_of_the_old_value_after_the_region_is_an_ordering_error():
         prove_inplace_writes(trace)
 
 
-def negated_then_read(pin):
-    """x negated in place by one region, read by the next (a trace after thunder's rematerialization), with the
-    ops pinned as the extension's pass before the fusion passes pins them, or not."""
-    with tracing("x") as (trace, (x,)):
-        w = copy_to_out_(prims.neg(x), out=x)
-        result = prims.exp(prims.mul(w, 2.0))
-    trace.args = [x]
-    ops = pinned(trace) if pin else trace.bound_symbols
-    computation(
-        trace,
-        fake_nvfuser.fuse(fusion_region([x], [w], ops[:2]), 0),
-        fake_nvfuser.fuse(fusion_region([w], [result], ops[2:]), 1),
-        prims.python_return.bind(result, output=None),
-    )
-    return update_fusion_call_ctx(rematerialize(trace))
-
-
 def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_prims():
     # the stand-in flattens each op into its prims, as nvFuser does: the tag must reach them
     f = read_then_written_beside_a_free_read
@@ -385,7 +366,7 @@ def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_pri
 
 
 def test_rematerialization_never_runs_a_write_twice():
-    rematerialized = negated_then_read(pin=True)
+    rematerialized = negated_then_read(fake_nvfuser, pin=True, claimed=False)
     assert [bool(fused_writes(b)) for b in rematerialized.bound_symbols if b.sym.is_fusion] == [True, False]
 
     proved, decisions = prove_inplace_writes(rematerialized)
@@ -399,7 +380,7 @@ def test_rematerialization_never_runs_a_write_twice():
 def test_the_checker_refuses_a_region_that_runs_a_write_twice():
     # unpinned, thunder's rematerialization moves `neg` and the write into the region that reads their
     # result, which then negates the already negated x a second time
-    rematerialized = negated_then_read(pin=False)
+    rematerialized = negated_then_read(fake_nvfuser, pin=False, claimed=False)
     assert fused_writes(rematerialized.bound_symbols[1]), "the premise: rematerialization copied the write"
     a = torch.randn(4)
     stock = a.clone()

@@ -8,8 +8,6 @@ import pytest
 import thunder
 import torch
 from thunder.core import prims
-from thunder.core.rematerialization import rematerialize
-from thunder.executors.passes import update_fusion_call_ctx
 from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
@@ -17,18 +15,20 @@ from fake_nvfuser import fusion_region
 from helpers import (
     VOCAB,
     Pair,
+    as_claimed,
     assert_matches_eager,
     caches,
-    computation,
+    negated_then_read,
     pinned,
     pinned_operands_of_the_result,
     read_then_written_beside_a_free_read,
+    rematerialized,
     small_llama,
     tracing,
 )
 from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
-from thunder_ext.executors.torch_inplace import checked_index, plain_copy_to_out
+from thunder_ext.executors.torch_inplace import checked_index
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import fused_writes
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
@@ -352,41 +352,13 @@ def test_a_region_that_runs_in_order_is_checked_op_by_op(f, make_args):
     assert_matches_eager(f, *make_args())
 
 
-def as_claimed(write):
-    """A ``copy_to_out_`` as the extension's executor claims it, before any fusion pass."""
-    return plain_copy_to_out.bind(*write.args, **write.kwargs, output=write.output, subsymbols=[write])
-
-
-def rematerialized(trace, *regions):
-    """``trace`` as the torch.compile executor's regions ``regions`` (and ops between), after thunder's
-    rematerialization, which runs in that executor's fusion pass."""
-    return update_fusion_call_ctx(rematerialize(computation(trace, *regions)))
-
-
-def negated_then_read(pin):
-    """x negated in place by one region, read by the next, after rematerialization, with the ops pinned as
-    the extension's pass before the fusion passes pins them, or not."""
-    with tracing("x") as (trace, (x,)):
-        w = copy_to_out_(prims.neg(x), out=x)
-        result = prims.exp(prims.mul(w, 2.0))
-    trace.bound_symbols[1] = as_claimed(trace.bound_symbols[1])
-    trace.args = [x]
-    ops = pinned(trace) if pin else trace.bound_symbols
-    return rematerialized(
-        trace,
-        torch_compile_ex.fuse(fusion_region([x], [w], ops[:2]), 0),
-        torch_compile_ex.fuse(fusion_region([w], [result], ops[2:]), 1),
-        prims.python_return.bind(result, output=None),
-    )
-
-
 def test_the_fusion_pass_receives_what_a_write_overwrites_pinned():
     jfn = assert_matches_eager(read_then_written_beside_a_free_read, torch.randn(3), torch.randn(3))
     assert pinned_operands_of_the_result(thunder.last_traces(jfn)[-1]) == [True, False]
 
 
 def test_no_region_recomputes_a_write_of_an_earlier_one():
-    remat = negated_then_read(pin=True)
+    remat = negated_then_read(torch_compile_ex, pin=True, claimed=True)
     assert [bool(fused_writes(b)) for b in remat.bound_symbols if b.sym.is_fusion] == [True, False]
 
     proved, decisions = prove_inplace_writes(remat)
@@ -400,7 +372,7 @@ def test_no_region_recomputes_a_write_of_an_earlier_one():
 def test_the_checker_refuses_a_region_that_recomputes_a_write():
     # unpinned, rematerialization copies `neg` and the write into the region that reads their result,
     # which would then negate the already negated x a second time
-    remat = negated_then_read(pin=False)
+    remat = negated_then_read(torch_compile_ex, pin=False, claimed=True)
     assert fused_writes(remat.bound_symbols[1]), "the premise: rematerialization copied the write"
     with pytest.raises(thunder_ext.InplaceOrderingError, match="`TorchCompile1` recomputes .* and writes again"):
         prove_inplace_writes(remat)
