@@ -17,7 +17,8 @@ Two kinds of operator:
 The executor is also a fusion executor that fuses nothing: listed before the others (``thunder_ext.jit``,
 the plugin and the backend put it first), its fusion pass runs after thunder has claimed every op and
 before any other fusion pass, the one point where a pass sees the trace that the fusion passes group. It
-pins what rematerialization must not recompute across a write (``transforms/no_recomputation.py``).
+pins what rematerialization must not recompute across a write (``transforms/no_recomputation.py``), and keeps
+out of the fusion passes the writes that no region keeps (``transforms/uncomputed_writes.py``).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ class InplaceExecutor(OperatorExecutor, FusionExecutor):
     def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
         # imported here: the passes' analyses import this module
         from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
+        from thunder_ext.transforms.uncomputed_writes import keep_uncomputed_writes_out_of_regions
 
-        return pin_reads_of_overwritten_storage(trace)
+        return keep_uncomputed_writes_out_of_regions(pin_reads_of_overwritten_storage(trace))
 
 
 inplace_ex = InplaceExecutor("thunder_ext_inplace", version="0.1")

@@ -17,6 +17,7 @@ from thunder.core.codeutils import SigInfo
 from thunder.core.proxies import unvariableify, variableify
 from thunder.core.rematerialization import rematerialize
 from thunder.core.trace import TraceCtx, from_trace, tracectx
+from thunder.core.transform_common import dce
 from thunder.core.transforms import Transform
 from thunder.executors.data_dependent_partition import Node, fuse_bound_symbols
 from thunder.executors.passes import transform_for_execution, update_fusion_call_ctx
@@ -91,7 +92,8 @@ def fusible_prims(bsym):
 class FakeFusionPass(Transform):
     """Groups the ops as nvFuser's fusion pass does, with thunder's ``fuse_bound_symbols`` (consecutive fusible
     ops, unless the ``fusion_type`` option asks for dataflow); each group of fusible ops becomes one region of
-    the fake nvFuser over their prims; then thunder's rematerialization runs, as in nvFuser's pass."""
+    the fake nvFuser over their prims; then thunder's rematerialization and dead-code elimination run, as in
+    nvFuser's pass."""
 
     def transform_trace_post_optimization(self, trace, **kwargs):
         undeleted = from_trace(trace)
@@ -115,7 +117,7 @@ class FakeFusionPass(Transform):
             bsyms.append(fake_nvfuser.fuse(fusion_region(inputs.values(), outputs, region_prims), i))
         new = from_trace(trace)
         new.bound_symbols = bsyms
-        return update_fusion_call_ctx(rematerialize(new))
+        return update_fusion_call_ctx(dce(rematerialize(new)))
 
 
 def fake_nvfuser_jit(fn, **kwargs):

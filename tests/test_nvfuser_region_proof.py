@@ -358,6 +358,20 @@ def test_a_read_of_the_old_value_after_the_region_is_an_ordering_error():
         prove_inplace_writes(trace)
 
 
+def test_a_copy_of_an_argument_is_never_offered_to_the_fusion_pass():
+    # no region keeps it (rule 2: an aliased copy of a region input may run no kernel), so it is kept out of
+    # the fusion pass (transforms/uncomputed_writes.py); given back from a region, it left the user's line
+    # there (the region holds the write as its prim)
+    def f(cache, new, z):
+        cache.copy_(new)
+        return (z * 2).sin() + cache * 2
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), torch.randn(4), jit=fake_nvfuser_jit)
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how == "copy" and decision.source.endswith("cache.copy_(new)")
+    assert sum(b.sym.is_fusion for b in thunder.last_traces(jfn)[-1].bound_symbols) == 1
+
+
 def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_prims():
     # the stand-in flattens each op into its prims, as nvFuser does: the tag must reach them
     f = read_then_written_beside_a_free_read

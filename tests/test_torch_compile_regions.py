@@ -30,7 +30,7 @@ from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
 from thunder_ext.executors.torch_inplace import checked_index
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import fused_writes
+from thunder_ext.transforms.aliasing import fused_writes, is_copy_to_out
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 pytestmark = pytest.mark.executor_sets("torch_compile")
@@ -61,7 +61,22 @@ def test_allocations_see_what_inductor_allocates():
     assert allocations(lambda: jfn(x), CPU).largest >= x.nbytes
 
 
-def test_rule_1_a_copy_of_a_region_input_leaves_the_region():
+def test_rule_1_a_copy_of_an_argument_never_enters_a_region():
+    # Inductor would lower the cache's new value as `new` itself (rule 1), so no region keeps this write
+    # (transforms/uncomputed_writes.py): kept out of the fusion pass, it leaves the ops around it one
+    # region, where given back from the region it split it in two
+    def f(cache, new, z):
+        cache.copy_(new)
+        return (z * 2).sin() + cache.sum()
+
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), torch.randn(4))
+    assert [how for how, _ in decisions(jfn)] == ["copy"]
+    trace = thunder.last_traces(jfn)[-1]
+    assert [b.args[0].name for b in trace.bound_symbols if is_copy_to_out(b)] == ["new"]
+    assert sum(b.sym.is_fusion for b in trace.bound_symbols) == 1
+
+
+def test_rule_1_a_copy_of_an_argument_read_after_a_write_of_it_is_right():
     # Inductor lowers y's new value as x itself, so x's later write would reach y (stock thunder: y == 3x)
     def f(x, y):
         y.copy_(x)
@@ -70,8 +85,20 @@ def test_rule_1_a_copy_of_a_region_input_leaves_the_region():
 
     jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3))
     (copy, mul) = decisions(jfn)
-    assert copy[0] == "copy" and "is not computed in" in copy[1]
-    assert mul[0] != "copy"  # in place: in the region, or (the copy read the old x there: rule 3) left with its producer
+    assert copy[0] == "copy" and mul[0] != "copy"
+
+
+def test_rule_1_a_copy_of_a_view_of_a_region_input_leaves_the_region():
+    # a view op computes the value, so the write is offered to the fusion pass; its storage is x's
+    def f(x, y):
+        y.copy_(x[0])
+        x.mul_(3)
+        return x[0] + y
+
+    jfn = assert_matches_eager(f, torch.randn(2, 3), torch.randn(3))
+    (copy, mul) = decisions(jfn)
+    assert copy[0] == "copy" and "is a view of `x`" in copy[1]
+    assert mul[0] != "copy"
 
 
 def test_rule_2_a_second_write_of_a_storage_leaves_the_region():

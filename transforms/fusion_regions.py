@@ -30,7 +30,9 @@ torch.compile  yes       ``executors/torch_compile_inplace.py``: the region comp
 A region of an executor with no rules keeps no write: every write in it is given back. The helpers
 both executors' rules share are here: ``producer_in``, ``elementwise_cone``.
 
-Rematerialization across writes is ruled out before the fusion passes run (``transforms/no_recomputation.py``).
+Before the fusion passes run, rematerialization across writes is ruled out (``transforms/no_recomputation.py``),
+and the writes that no region keeps, whatever else it holds, are kept out of them (``transforms/uncomputed_writes.py``):
+the rules above judge what the regions then hold.
 """
 
 from __future__ import annotations
