@@ -18,7 +18,8 @@ The executor is also a fusion executor that fuses nothing: listed before the oth
 the plugin and the backend put it first), its fusion pass runs after thunder has claimed every op and
 before any other fusion pass, the one point where a pass sees the trace that the fusion passes group. It
 pins what rematerialization must not recompute across a write (``transforms/no_recomputation.py``), and keeps
-out of the fusion passes the writes that no region keeps (``transforms/uncomputed_writes.py``).
+out of the fusion passes the writes that no region keeps (``transforms/uncomputed_writes.py``). A write's user
+line goes onto the ``copy_to_out_`` it calls, which is all of it that nvFuser's flattening keeps.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import torch
 from thunder.core import dtypes, prims
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx
+from thunder.core.trace import TraceCtx, from_trace
 from thunder.extend import FusionExecutor, OperatorExecutor, register_executor
 
 from thunder_ext.inplace_errors import named_runtime_error
@@ -50,7 +51,20 @@ class InplaceExecutor(OperatorExecutor, FusionExecutor):
         from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
         from thunder_ext.transforms.uncomputed_writes import keep_uncomputed_writes_out_of_regions
 
-        return keep_uncomputed_writes_out_of_regions(pin_reads_of_overwritten_storage(trace))
+        return keep_uncomputed_writes_out_of_regions(pin_reads_of_overwritten_storage(_lines_inside_writes(trace)))
+
+
+def _lines_inside_writes(trace: TraceCtx) -> TraceCtx:
+    """``trace`` with each write's user line on the ``copy_to_out_`` it calls too: a fusion pass that flattens an
+    op into its subsymbols (nvFuser) keeps only those, and a decision names the write by its line."""
+    lined = from_trace(trace)
+    lined.bound_symbols = [
+        b.from_bsym(subsymbols=[s.from_bsym(source_filename=b.source_filename, source_positions=b.source_positions) for s in b.subsymbols])
+        if b.sym is plain_copy_to_out
+        else b
+        for b in trace.bound_symbols
+    ]
+    return lined
 
 
 inplace_ex = InplaceExecutor("thunder_ext_inplace", version="0.1")

@@ -358,6 +358,31 @@ def test_a_read_of_the_old_value_after_the_region_is_an_ordering_error():
         prove_inplace_writes(trace)
 
 
+def kept_in_the_region(x, y):
+    x.mul_(2).add_(y)
+    return y * 2
+
+
+def given_back_from_the_region(x, y):
+    x.add_(y)
+    return x * 2  # reads the new value in the region: rule 3
+
+
+@pytest.mark.parametrize(
+    "f, how, line",
+    [
+        (kept_in_the_region, "in place in an nvFuser region", "x.mul_(2).add_(y)"),
+        (given_back_from_the_region, "copy", "x.add_(y)"),
+    ],
+    ids=["kept", "given-back"],
+)
+def test_a_decision_names_the_users_line_of_a_write_the_region_flattened(f, how, line):
+    # nvFuser (and the stand-in) flatten the write into the copy_to_out_ it calls, which is all the region holds
+    jfn = assert_matches_eager(f, torch.randn(4), torch.randn(4), jit=fake_nvfuser_jit)
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how == how and decision.source.endswith(line)
+
+
 def test_a_copy_of_an_argument_is_never_offered_to_the_fusion_pass():
     # no region keeps it (rule 2: an aliased copy of a region input may run no kernel), so it is kept out of
     # the fusion pass (transforms/uncomputed_writes.py); given back from a region, it left the user's line

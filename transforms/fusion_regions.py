@@ -185,7 +185,8 @@ def _as_torch_write(write: BoundSymbol) -> BoundSymbol:
     """``write`` as the PyTorch executor's ``copy_to_out_`` (a region holds it as its prim, or as that op)."""
     if write.sym is plain_copy_to_out:
         return write
-    return plain_copy_to_out.bind(*write.args, **write.kwargs, output=write.output, subsymbols=[write])
+    claimed = plain_copy_to_out.bind(*write.args, **write.kwargs, output=write.output, subsymbols=[write])
+    return claimed.from_bsym(source_filename=write.source_filename, source_positions=write.source_positions)
 
 
 def _needed(produced_by: list[BoundSymbol], users: list[BoundSymbol], outputs: list[Proxy]) -> list[Proxy]:
