@@ -128,6 +128,11 @@ def is_update_aliases(bsym: BoundSymbol) -> bool:
     return bsym.sym.id in (PrimIDs.UPDATE_ALIASES, torchex.update_aliases.id, share_storage.id, checked_index.id)
 
 
+def unpacks_an_argument(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` names an argument of the computation (no op computes what it returns)."""
+    return bsym.sym.id in (PrimIDs.UNPACK_TRIVIAL, PrimIDs.UNPACK_SEQUENCE, PrimIDs.UNPACK_KEY, PrimIDs.UNPACK_ATTR)
+
+
 def is_copy_to_out(bsym: BoundSymbol) -> bool:
     return thunder_op_id(bsym) == copy_to_out_.id
 

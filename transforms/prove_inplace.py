@@ -65,6 +65,7 @@ from thunder_ext.transforms.aliasing import (
     tensor_args,
     tensor_outs,
     thunder_inplace_write,
+    unpacks_an_argument,
     written_tensors,
 )
 from thunder_ext.transforms.fusion_regions import (
@@ -183,6 +184,8 @@ def _check_ordering(index: TraceIndex, j: int, write: BoundSymbol) -> None:
 def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases) -> str | None:
     """Why ``producer`` cannot compute straight into ``out``'s storage, or None if it can."""
     name = producer.sym.name
+    if unpacks_an_argument(producer):
+        return f"`{producer.output.name}` is an argument: no op computes it, and the write is its copy"
     if producer.sym.executor is not torch_ex or name not in BASE_UPDATE_OPS | ELEMENTWISE_OPS:
         return f"`{name}` has no in-place form"
     if len(producer.flat_proxy_outs) != 1:

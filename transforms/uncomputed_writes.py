@@ -26,13 +26,10 @@ from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.executors import torchex
 
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
-from thunder_ext.transforms.aliasing import is_copy_to_out
-
-_ARGUMENTS = {PrimIDs.UNPACK_TRIVIAL, PrimIDs.UNPACK_SEQUENCE, PrimIDs.UNPACK_KEY, PrimIDs.UNPACK_ATTR}
-
+from thunder_ext.transforms.aliasing import is_copy_to_out, unpacks_an_argument
 
 def _computes(producer: BoundSymbol | None) -> bool:
-    return producer is not None and producer.sym.id not in _ARGUMENTS and not is_copy_to_out(producer)
+    return producer is not None and not unpacks_an_argument(producer) and not is_copy_to_out(producer)
 
 
 def keep_uncomputed_writes_out_of_regions(trace: TraceCtx) -> TraceCtx:
