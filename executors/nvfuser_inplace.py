@@ -25,8 +25,8 @@ from thunder.core.symbol import BoundSymbol
 from thunder.executors.nvfuserex import nvfuser_available, nvfuser_version, required_nvfuser_version
 
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import Aliases, data_args, is_copy_to_out, thunder_inplace_write
-from thunder_ext.transforms.fusion_regions import RegionRules, elementwise_cone, producer_in, register_region_rules
+from thunder_ext.transforms.aliasing import data_args, is_copy_to_out, thunder_inplace_write
+from thunder_ext.transforms.fusion_regions import RegionOps, RegionRules, elementwise_cone, register_region_rules
 
 NOT_INSTALLED = "nvFuser is not installed (wheels exist for CPython 3.12 only)"
 NO_CUDA = "CUDA is not available"
@@ -66,8 +66,8 @@ def _supports(computed: TensorProxy, *, out: TensorProxy, after=()) -> bool:
     return are_supported_tensors(computed, out)
 
 
-def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """Why the nvFuser region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)``, one of its ops, as an
+def nvfuser_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
+    """Why the nvFuser region ``region`` cannot run ``write = copy_to_out_(c, out=o)``, one of its ops, as an
     output aliasing ``o``; None if it can.
 
     nvFuser writes an alias output into ``o``'s buffer at a point of its own choosing, in whichever
@@ -87,22 +87,24 @@ def nvfuser_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Alia
        thread after ``o`` is overwritten.
     """
     computed, out = thunder_inplace_write(write)
-    name, ops = fusion.sym.name, [s for s in fusion.subsymbols if s is not write]
-    if out.name not in {a.name for a in fusion.flat_proxy_args}:
+    name, aliases = region.name, region.aliases
+    if not any(a.name == out.name for a in region.inputs_sharing.get(aliases.storage_key(out), ())):
         return f"`{out.name}` is computed in `{name}`, and nvFuser aliases outputs to region inputs only"
-    producer = producer_in(fusion, write)
+    producer = region.producer(computed)
     if producer is None:
         return f"`{computed.name}` is not computed in `{name}`: an aliased copy of a region input may run no kernel"
     if is_copy_to_out(producer):
         return f"`{computed.name}` is the result of another write in `{name}`"
-    if computed.name in {o.name for o in fusion.flat_proxy_outs}:
+    if computed.name in region.outputs:
         return f"`{computed.name}` is also an output of `{name}`, which would share `{out.name}`'s storage"
-    if reader := next((s for s in ops if computed.name in {a.name for a in data_args(s)}), None):
+    if reader := next((s for s in region.users.get(computed.name, ()) if s is not write), None):
         return f"`{reader.sym.name}` also reads `{computed.name}` in `{name}`"
-    cone = elementwise_cone(fusion, write)
-    for op in ops:
+    cone = elementwise_cone(region, write)
+    for op in region.storage_readers.get(aliases.storage_key(out), ()):
+        if op is write:
+            continue
         for a in data_args(op):
-            if aliases.same_storage(a, out) and not (any(op is c for c in cone) and aliases.same_tensor(a, out)):
+            if aliases.same_storage(a, out) and not (id(op) in cone and aliases.same_tensor(a, out)):
                 sharing = "" if a.name == out.name else f" (sharing storage with `{out.name}`)"
                 return (
                     f"`{op.sym.name}` uses `{a.name}`{sharing} in `{name}`, "

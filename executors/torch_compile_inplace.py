@@ -16,6 +16,8 @@ hold for the regions of all three (a copy of thunder's own that one of them fuse
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -38,32 +40,38 @@ from thunder_ext.transforms.aliasing import (
     thunder_inplace_write,
     written_tensors,
 )
-from thunder_ext.transforms.fusion_regions import (
-    RegionRules,
-    elementwise_cone,
-    position_in,
-    producer_in,
-    register_region_rules,
-)
+from thunder_ext.transforms.fusion_regions import RegionOps, RegionRules, elementwise_cone, register_region_rules
 
 torch_compile_ex.register_supported(copy_to_out_)
 
 
-def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """An output of ``fusion`` computed from ``write``'s ``computed`` in a tensor of its own that Inductor may take
+def _output_apart_from(region: RegionOps, write: BoundSymbol) -> str | None:
+    """An output of the region computed from ``write``'s ``computed`` in a tensor of its own that Inductor may take
     for a no-op of it: anything but a view or a rename of the written value, or the result of another write
     into a region input (the caller's buffer), with the shape and dtype of what it is computed from, at each
     step from the written value (a clone, ``x * 1``, a one-tensor ``cat``; Inductor's no-ops return their
     input, so a step that changes shape or dtype, a matmul, a reduction, makes a buffer of its own). None if
-    there is none."""
-    inputs = tensor_args(fusion)
-    out = thunder_inplace_write(write)[1]
+    there is none. Only the ops that read what the written value reaches are visited, in the region's order."""
+    aliases, out = region.aliases, thunder_inplace_write(write)[1]
     same = {write.args[0].name, write.output.name}  # the written value, its views and renames
     apart: set[str] = set()
-    for op in fusion.subsymbols:
+    visited: set[int] = set()
+    in_order: list[int] = []  # a heap of positions
+
+    def reached(names) -> None:
+        for name in names:
+            for user in region.users.get(name, ()):
+                if (k := region.position(user)) not in visited:
+                    visited.add(k)
+                    heapq.heappush(in_order, k)
+
+    reached(same)
+    while in_order:
+        op = region.ops[heapq.heappop(in_order)]
         read = {a.name for a in data_args(op)}  # a write's `after` only orders it
         if op is write or not read & (same | apart):
             continue
+        known = same | apart
         if is_update_aliases(op):  # renames, each output of its input: of the written storage, or apart from it
             for a, o in zip(tensor_args(op), tensor_outs(op)):
                 if a.name in apart:
@@ -72,14 +80,20 @@ def _output_apart_from(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases
                     same.add(o.name)
         elif is_view_op(op) and not read & apart:
             same |= {o.name for o in op.flat_proxy_outs}
-        elif not (is_copy_to_out(op) and any(aliases.same_tensor(op.kwargs["out"], a) for a in inputs)):
+        elif not (is_copy_to_out(op) and _writes_an_input(region, op)):
             sources = {(a.shape, a.dtype) for a in data_args(op) if a.name in same | apart}
             apart |= {o.name for o in tensor_outs(op) if (o.shape, o.dtype) in sources}
-    return next((o.name for o in fusion.flat_proxy_outs if o.name in apart), None)
+        reached((same | apart) - known)
+    return min(((region.outputs[n], n) for n in apart if n in region.outputs), default=(None, None))[1]
 
 
-def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """Why the torch.compile region ``fusion`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
+def _writes_an_input(region: RegionOps, write: BoundSymbol) -> bool:
+    target, aliases = write.kwargs["out"], region.aliases
+    return any(aliases.same_tensor(target, a) for a in region.inputs_sharing.get(aliases.storage_key(target), ()))
+
+
+def torch_compile_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
+    """Why the torch.compile region ``region`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
 
     Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
     intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Six
@@ -116,49 +130,51 @@ def torch_compile_write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases
        the other (found by the fuzzer, ``tests/fuzz_regressions/found_8a613752dd9d.py``,
        ``found_aaea656a5649.py``). A decode step's logits, computed from the cache by matmuls, are no no-op.
     """
-    computed, name = write.args[0], fusion.sym.name
-    producer = producer_in(fusion, write)
+    computed, name, aliases = write.args[0], region.name, region.aliases
+    producer = region.producer(computed)
     if producer is None or is_copy_to_out(producer):
         return f"`{computed.name}` is not computed in `{name}`, and Inductor would write a region input as it is later"
-    inputs = tensor_args(fusion)
-    if shared := [a.name for a in inputs if aliases.same_storage(a, computed)]:
+    if shared := region.inputs_sharing.get(aliases.storage_key(computed)):
         return (
-            f"`{computed.name}` is a view of `{shared[0]}`, an input of `{name}`, "
+            f"`{computed.name}` is a view of `{shared[0].name}`, an input of `{name}`, "
             "which Inductor would write as it is later"
         )
-    out, earlier = thunder_inplace_write(write)[1], fusion.subsymbols[: position_in(fusion, write)]
-    if again := [o.name for w in earlier for o in written_tensors(w) if aliases.same_storage(o, out)]:
+    out, position = thunder_inplace_write(write)[1], region.position(write)
+    storage = aliases.storage_key(out)
+    if again := [w.name for k, w in region.storage_writes.get(storage, ()) if k < position]:
         return (
             f"`{name}` already writes `{again[0]}`, which shares storage with `{out.name}`, "
             "and Inductor may let an earlier read of it see this write"
         )
-    cone = elementwise_cone(fusion, write)
+    cone = elementwise_cone(region, write)
     own_update = (
         producer.sym.name in BASE_UPDATE_OPS
         and aliases.same_tensor(producer.args[0], out)
-        and all(a.shape == out.shape for a in inputs if aliases.same_storage(a, out))
+        and all(a.shape == out.shape for a in region.inputs_sharing.get(storage, ()))
     )
-    for op in earlier:
-        if is_update_aliases(op) or is_view_op(op) or any(op is c for c in cone) or (own_update and op is producer):
+    for op in region.storage_readers.get(storage, ()):
+        if region.position(op) >= position:
+            break
+        if is_update_aliases(op) or is_view_op(op) or id(op) in cone or (own_update and op is producer):
             continue  # a rename or a view names the storage; the cone reads element i to replace it
-        if shared := [a.name for a in data_args(op) if aliases.same_storage(a, out)]:
-            return (
-                f"`{op.sym.name}` reads `{shared[0]}` (the old value of `{out.name}`) in `{name}`, "
-                "and Inductor may run it after the write"
-            )
-    if failing := _position_checked_ops(fusion, aliases)[1]:
+        shared = next(a.name for a in data_args(op) if aliases.storage_key(a) == storage)
+        return (
+            f"`{op.sym.name}` reads `{shared}` (the old value of `{out.name}`) in `{name}`, "
+            "and Inductor may run it after the write"
+        )
+    if failing := region.once(_position_checked_ops)[1]:
         return (
             f"`{failing[0].sym.name}` may fail at runtime in `{name}` (an index out of range, an integer division by zero), "
             "no check before the region can stand for it, and Inductor may have written part of the region's writes by then"
         )
-    sharing = {aliases.tensor_key(a): a.name for a in inputs if aliases.same_storage(a, out)}
+    sharing = {aliases.tensor_key(a): a.name for a in region.inputs_sharing.get(storage, ())}
     if len(sharing) > 1:
         first, second, *_ = sharing.values()
         return (
             f"`{first}` and `{second}`, inputs of `{name}`, share storage with `{out.name}`, "
             "and torch.compile miscompiles a write of an input that another input aliases"
         )
-    if apart := _output_apart_from(fusion, write, aliases):
+    if apart := _output_apart_from(region, write):
         return (
             f"`{name}` returns `{apart}`, computed from `{computed.name}`, "
             "which Inductor may return as the written buffer itself"
@@ -212,10 +228,8 @@ def _checkable(op: BoundSymbol, inputs: list[TensorProxy], written: list[TensorP
     return replace(indexing, index=index)
 
 
-def _position_checked_ops(
-    fusion: BoundSymbol, aliases: Aliases
-) -> tuple[list[tuple[_Indexing, BoundSymbol]], list[BoundSymbol]]:
-    """The ops of ``fusion`` that may fail at runtime, as ``(checked, unchecked)``: ``checked`` are the first op of
+def _position_checked_ops(region: RegionOps) -> tuple[list[tuple[_Indexing, BoundSymbol]], list[BoundSymbol]]:
+    """The ops of the region that may fail at runtime, as ``(checked, unchecked)``: ``checked`` are the first op of
     each index and bound that a check before the region can stand for (with how it indexes), in the region's
     order; the others are ``unchecked``.
 
@@ -226,12 +240,12 @@ def _position_checked_ops(
     """
     checked: dict[tuple[str, int], tuple[_Indexing, BoundSymbol]] = {}
     unchecked: list[BoundSymbol] = []
-    inputs = tensor_args(fusion)
-    written = [w for op in fusion.subsymbols for w in written_tensors(op)]
+    fusion = region.fusion
+    written = [w for _, w in itertools.chain.from_iterable(region.storage_writes.values())]
     for k, op in enumerate(fusion.subsymbols):
         if not may_fail_at_runtime(op):
             continue
-        indexing = _checkable(op, inputs, written, aliases)
+        indexing = _checkable(op, region.inputs, written, region.aliases)
         key = None if indexing is None else (indexing.index.name, indexing.tensor.shape[indexing.dim])
         if key in checked:
             continue
@@ -260,12 +274,12 @@ def _every_write_follows(fusion: BoundSymbol, k: int) -> bool:
     return True
 
 
-def position_checks(fusion: BoundSymbol, aliases: Aliases) -> list[BoundSymbol]:
-    """The checks to run before ``fusion``, which keeps its writes by rule 4 (``_position_checked_ops``): one
+def position_checks(region: RegionOps) -> list[BoundSymbol]:
+    """The checks to run before the region, which keeps its writes by rule 4 (``_position_checked_ops``): one
     ``checked_index`` per index and bound, with the user's line of the op it stands for. Call it within a
     trace's context, which names their results."""
     checks = []
-    for indexing, op in _position_checked_ops(fusion, aliases)[0]:
+    for indexing, op in region.once(_position_checked_ops)[0]:
         specs = tuple((tuple(t.shape), t.dtype) for t in (indexing.tensor, *indexing.others))
         index = indexing.index
         check = checked_index.bind(index, indexing.checked_as, indexing.dim, specs, output=TensorProxy(like=index))

@@ -29,6 +29,7 @@ from thunder_ext.executors.nvfuser_inplace import nvfuser_write_blocker
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, fused_writes, is_copy_to_out
+from thunder_ext.transforms.fusion_regions import RegionOps
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 # Its own executors (a stand-in fusion executor), whatever thunder's defaults are.
@@ -82,7 +83,7 @@ def region(trace, *outputs):
 
 def blocker(fusion):
     (write,) = fused_writes(fusion)
-    return nvfuser_write_blocker(fusion, write, Aliases([fusion]))
+    return nvfuser_write_blocker(RegionOps(fusion, Aliases([fusion])), write)
 
 
 def test_an_elementwise_update_of_out_is_proved():
@@ -166,7 +167,7 @@ def test_a_view_of_out_read_towards_computed_is_refused():
         w = copy_to_out_(prims.add(view, y), out=x)
     fusion = region(trace, w)
     (write,) = fused_writes(fusion)
-    assert f"`add` uses `{view.name}`" in nvfuser_write_blocker(fusion, write, Aliases([take_view, fusion]))
+    assert f"`add` uses `{view.name}`" in nvfuser_write_blocker(RegionOps(fusion, Aliases([take_view, fusion])), write)
 
 
 def test_the_written_value_read_in_the_region_is_refused():
@@ -182,7 +183,7 @@ def test_computed_by_another_write_in_the_region_is_refused():
         again = copy_to_out_(w, out=z)
     fusion = region(trace, again)
     second = fused_writes(fusion)[1]
-    assert f"`{w.name}` is the result of another write" in nvfuser_write_blocker(fusion, second, Aliases([fusion]))
+    assert f"`{w.name}` is the result of another write" in nvfuser_write_blocker(RegionOps(fusion, Aliases([fusion])), second)
 
 
 def test_out_computed_in_the_region_is_refused():

@@ -28,7 +28,8 @@ torch.compile  yes       ``executors/torch_compile_inplace.py``: the region comp
 =============  ========  ============================================================================
 
 A region of an executor with no rules keeps no write: every write in it is given back. The helpers
-both executors' rules share are here: ``producer_in``, ``elementwise_cone``.
+both executors' rules share are here: ``RegionOps`` (a region's ops, indexed once for all its writes),
+``elementwise_cone``.
 
 Before the fusion passes run, rematerialization across writes is ruled out (``transforms/no_recomputation.py``),
 and the writes that no region keeps, whatever else it holds, are kept out of them (``transforms/uncomputed_writes.py``):
@@ -37,9 +38,11 @@ the rules above judge what the regions then hold.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from thunder.core import prims
 from thunder.core.prims import PrimIDs
@@ -62,10 +65,62 @@ from thunder_ext.transforms.aliasing import (
     is_update_aliases,
     is_view_op,
     may_fail_at_runtime,
+    tensor_args,
     thunder_inplace_write,
+    written_tensors,
 )
 
-Blocker = Callable[[BoundSymbol, BoundSymbol, Aliases], "str | None"]
+T = TypeVar("T")
+
+class RegionOps:
+    """One fusion region's ops, indexed once for the rules of all its writes, so that a write's rules cost
+    what its own values and storage are used for, not the region's size (an optimizer step is one region
+    with a write per tensor). ``aliases`` relates the whole trace's tensors."""
+
+    def __init__(self, fusion: BoundSymbol, aliases: Aliases) -> None:
+        self.fusion, self.aliases, self.name = fusion, aliases, fusion.sym.name
+        self.ops: list[BoundSymbol] = fusion.subsymbols
+        self.inputs: list[TensorProxy] = tensor_args(fusion)
+        self.outputs: dict[str, int] = {}  # name -> its first place among the region's outputs
+        for k, o in enumerate(fusion.flat_proxy_outs):
+            self.outputs.setdefault(o.name, k)
+        self._position = {id(op): k for k, op in enumerate(self.ops)}
+        self._producer: dict[str, BoundSymbol] = {}
+        self.users: dict[str, list[BoundSymbol]] = {}  # value -> the ops that read its data, in order
+        self.storage_readers: dict[str, list[BoundSymbol]] = {}  # storage key -> the ops that read its data, in order
+        self.storage_writes: dict[str, list[tuple[int, TensorProxy]]] = {}  # storage key -> (position, tensor written)
+        for k, op in enumerate(self.ops):
+            for o in op.flat_proxy_outs:
+                self._producer.setdefault(o.name, op)
+            for a in data_args(op):
+                self.users.setdefault(a.name, []).append(op)
+                readers = self.storage_readers.setdefault(aliases.storage_key(a), [])
+                if not readers or readers[-1] is not op:
+                    readers.append(op)
+            for w in written_tensors(op):
+                self.storage_writes.setdefault(aliases.storage_key(w), []).append((k, w))
+        self.inputs_sharing: dict[str, list[TensorProxy]] = {}  # storage key -> the region's inputs of that storage
+        for a in self.inputs:
+            self.inputs_sharing.setdefault(aliases.storage_key(a), []).append(a)
+        self._analyses: dict[Callable, object] = {}
+
+    def position(self, op: BoundSymbol) -> int:
+        """Where ``op``, one of the region's ops, stands among them (by identity: equal ops may repeat)."""
+        return self._position[id(op)]
+
+    def producer(self, t: Proxy) -> BoundSymbol | None:
+        """The op of the region that computes ``t``; None for a region input."""
+        return self._producer.get(t.name)
+
+    def once(self, analysis: Callable[[RegionOps], T]) -> T:
+        """``analysis(self)``, computed at its first call only: what an executor's rules share among the writes
+        of one region."""
+        if analysis not in self._analyses:
+            self._analyses[analysis] = analysis(self)
+        return self._analyses[analysis]
+
+
+Blocker = Callable[[RegionOps, BoundSymbol], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +134,7 @@ class RegionRules:
     kept: str  # and its reason, of {region}, {computed} and {out}
     # what runs before a region that keeps its writes, each op a rename of a region input, which the region
     # then reads (called within the trace's context, which names their results)
-    ahead: Callable[[BoundSymbol, Aliases], list[BoundSymbol]] = lambda fusion, aliases: []
+    ahead: Callable[[RegionOps], list[BoundSymbol]] = lambda region: []
 
 
 _RULES: dict[Executor, RegionRules] = {}
@@ -95,57 +150,57 @@ def rules_for(fusion: BoundSymbol) -> RegionRules | None:
     return _RULES.get(fusion.sym.executor)
 
 
-def position_in(fusion: BoundSymbol, op: BoundSymbol) -> int:
-    """Where ``op``, one of ``fusion``'s ops, stands among them (by identity: equal ops may repeat)."""
-    return next(i for i, s in enumerate(fusion.subsymbols) if s is op)
+def elementwise_cone(region: RegionOps, write: BoundSymbol) -> set[int]:
+    """The ops of ``region`` (by ``id``) that compute ``write``'s ``computed`` elementwise (prims, or ops of prims) at
+    ``out``'s shape, and whose results nothing else needs: no op of the region outside the cone, and not the
+    region's outputs. Other readers of ``computed`` itself do not count: they read the new value, which is what
+    the write leaves in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then ``param.addcdiv_(exp_avg, ...)``;
+    what they may return is torch.compile's rule 6).
 
-
-def producer_in(fusion: BoundSymbol, write: BoundSymbol) -> BoundSymbol | None:
-    computed = write.args[0]
-    return next((s for s in fusion.subsymbols if computed.name in {o.name for o in s.flat_proxy_outs}), None)
-
-
-def elementwise_cone(fusion: BoundSymbol, write: BoundSymbol) -> list[BoundSymbol]:
-    """The ops of ``fusion`` that compute ``write``'s ``computed`` elementwise (prims, or ops of prims) at ``out``'s shape, and whose
-    results nothing else needs: no op of the region outside the cone, and not the region's outputs. Other
-    readers of ``computed`` itself do not count: they read the new value, which is what the write leaves
-    in ``out`` (an optimizer's ``exp_avg.lerp_(...)``, then ``param.addcdiv_(exp_avg, ...)``; what they
-    may return is torch.compile's rule 6)."""
+    Only what the write reads, and what the cone reads, can join the cone: those producers are decided latest
+    first, so that every user of an op is decided before it."""
     computed, out = thunder_inplace_write(write)
-    outputs = {o.name for o in fusion.flat_proxy_outs}
-    users: dict[str, list[BoundSymbol]] = {}
-    for op in fusion.subsymbols:
+    position = region.position(write)
+    cone: set[int] = set()
+    offered: set[int] = set()
+    latest_first: list[int] = []  # a heap of negated positions
+
+    def offer_producers_of(op: BoundSymbol) -> None:
         for a in data_args(op):
-            users.setdefault(a.name, []).append(op)
-    position = position_in(fusion, write)
-    cone: list[BoundSymbol] = []
-    # Backwards, so that every user of an op is decided before the op.
-    for op in reversed(fusion.subsymbols[:position]):
+            producer = region.producer(a)
+            if producer is not None and (k := region.position(producer)) < position and k not in offered:
+                offered.add(k)
+                heapq.heappush(latest_first, -k)
+
+    offer_producers_of(write)
+    while latest_first:
+        op = region.ops[-heapq.heappop(latest_first)]
         results = [o.name for o in op.flat_proxy_outs]
-        its_users = [u for r in results for u in users.get(r, ()) if r != computed.name or u is write]
+        its_users = [u for r in results for u in region.users.get(r, ()) if r != computed.name or u is write]
         if (
             is_elementwise(op)
             and isinstance(op.output, TensorProxy)
             and op.output.shape == out.shape
-            and not outputs.intersection(results)
+            and not any(r in region.outputs for r in results)
             and its_users
-            and all(u is write or any(u is c for c in cone) for u in its_users)
+            and all(u is write or id(u) in cone for u in its_users)
         ):
-            cone.append(op)
+            cone.add(id(op))
+            offer_producers_of(op)
     return cone
 
 
-def write_blocker(fusion: BoundSymbol, write: BoundSymbol, aliases: Aliases) -> str | None:
-    """Why ``fusion`` cannot run ``write`` itself, by its executor's rules; None if it can."""
-    if (rules := rules_for(fusion)) is None:
-        return f"thunder_ext has no rules for writes in `{fusion.sym.name}`'s executor"
-    return rules.blocker(fusion, write, aliases)
+def write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
+    """Why ``region`` cannot run ``write`` itself, by its executor's rules; None if it can."""
+    if (rules := rules_for(region.fusion)) is None:
+        return f"thunder_ext has no rules for writes in `{region.name}`'s executor"
+    return rules.blocker(region, write)
 
 
-def with_checks_ahead(fusion: BoundSymbol, aliases: Aliases) -> list[BoundSymbol]:
-    """``fusion``, which keeps its writes, after what its executor's rules run before it (``RegionRules.ahead``),
+def with_checks_ahead(region: RegionOps) -> list[BoundSymbol]:
+    """The region, which keeps its writes, after what its executor's rules run before it (``RegionRules.ahead``),
     reading their results: dataflow keeps them first, whatever a later pass reorders."""
-    ahead = rules_for(fusion).ahead(fusion, aliases)
+    ahead, fusion = rules_for(region.fusion).ahead(region), region.fusion
     renamed = {variableify(check.args[0]): check.output for check in ahead}
     return [*ahead, fusion.from_bsym_swap_proxies(renamed, skip_output=True)] if ahead else [fusion]
 
@@ -196,7 +251,7 @@ def _needed(produced_by: list[BoundSymbol], users: list[BoundSymbol], outputs: l
     return list({p.name: produced[p.name] for p in wanted if p.name in produced}.values())
 
 
-def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int) -> list[BoundSymbol]:
+def take_out(region: RegionOps, refused: list[BoundSymbol], fresh_number: int) -> list[BoundSymbol]:
     """Give ``refused`` back from a region that runs in order, as the same program: its ops in their order,
     the writes and their producers on the PyTorch executor, each run of other ops between them a region
     (numbered from ``fresh_number`` after the first: a trace calls its regions by name).
@@ -210,11 +265,12 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
     functionalizer orders an op that may fail after the writes before it by a rename) runs on the PyTorch
     executor: it has no kernel to compile, and a region call costs more than its ops.
     """
+    fusion = region.fusion
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
-    refused = _with_writes_cut_from_their_producers(fusion, refused)
+    refused = _with_writes_cut_from_their_producers(region, refused)
     taken: dict[int, list[BoundSymbol]] = {id(w): [_as_torch_write(w)] for w in refused}
     for w in refused:
-        producer = producer_in(fusion, w)
+        producer = region.producer(w.args[0])
         if producer is not None and isinstance(producer.output, TensorProxy) and not is_copy_to_out(producer):
             taken[id(producer)] = _on_torch_executor(producer)
     pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)
@@ -239,16 +295,16 @@ def take_out(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int)
     return split
 
 
-def _with_writes_cut_from_their_producers(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[BoundSymbol]:
+def _with_writes_cut_from_their_producers(region: RegionOps, refused: list[BoundSymbol]) -> list[BoundSymbol]:
     """``refused`` and each write the region keeps that would run apart from its producer once they leave:
     one that must follow them (it reads a result of theirs, an ``after`` edge among them: a write after an
     op that may fail) while its producer need not, and so would run in the region after theirs. Its producer
     would stay in the region before, and the write alone in its region would copy a value computed in another
     one (rule 1 of torch.compile); it leaves with its producer too, and the PyTorch executor decides it."""
     left = list(refused)
-    results = {o.name for w in refused for b in (w, producer_in(fusion, w)) if b is not None for o in b.flat_proxy_outs}
-    for write in fused_writes(fusion):
-        producer = producer_in(fusion, write)
+    results = {o.name for w in refused for b in (w, region.producer(w.args[0])) if b is not None for o in b.flat_proxy_outs}
+    for write in fused_writes(region.fusion):
+        producer = region.producer(write.args[0])
         if any(write is w for w in left) or producer is None or is_copy_to_out(producer):
             continue
         if results.intersection(p.name for p in write.flat_proxy_args) and not results.intersection(
@@ -311,8 +367,8 @@ def rebuild_without(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[Bou
     return ([region] if region is not None else []) + writes
 
 
-def give_back(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int) -> list[BoundSymbol]:
-    """What runs in place of ``fusion`` once the writes ``refused`` leave it, by how its executor runs it
+def give_back(region: RegionOps, refused: list[BoundSymbol], fresh_number: int) -> list[BoundSymbol]:
+    """What runs in place of the region once the writes ``refused`` leave it, by how its executor runs it
     (a region it adds is numbered ``fresh_number``).
 
     A region that returns a view of a written value is split like one that runs in order: rebuilt
@@ -320,9 +376,9 @@ def give_back(fusion: BoundSymbol, refused: list[BoundSymbol], fresh_number: int
     write stays a copy, so a later write through the view would miss ``out`` (found by the fuzzer around
     the stand-in nvFuser's regions, ``tests/fuzz_regressions/fake_nvfuser/``).
     """
-    rules = rules_for(fusion)
+    rules, fusion = rules_for(region.fusion), region.fusion
     if (rules is not None and rules.in_order) or _returns_a_view_of_a_write(fusion, refused):
-        return take_out(fusion, refused, fresh_number)
+        return take_out(region, refused, fresh_number)
     return rebuild_without(fusion, refused)
 
 

@@ -69,9 +69,9 @@ from thunder_ext.transforms.aliasing import (
     written_tensors,
 )
 from thunder_ext.transforms.fusion_regions import (
+    RegionOps,
     fusion_number,
     give_back,
-    position_in,
     rules_for,
     with_checks_ahead,
     write_blocker,
@@ -148,19 +148,19 @@ def _ops_at(index: TraceIndex, positions: list[Position]) -> Iterator[BoundSymbo
             yield op
 
 
-def _check_ordering(index: TraceIndex, j: int, write: BoundSymbol) -> None:
-    """``write`` is the op in slot ``j``, or a write that the fusion there runs.
+def _check_ordering(index: TraceIndex, j: int, write: BoundSymbol, region: RegionOps | None = None) -> None:
+    """``write`` is the op in slot ``j``, or a write that the fusion there runs (``region``, its ops).
 
     A region counts as one op, or as its ops where it runs them in order: then the ops after the write
     start inside its own region. Only ops that use ``out``'s storage can break the rule, so only they are
     visited.
     """
     _, out = thunder_inplace_write(write)
-    region, aliases = index.ops[j], index.aliases
-    if region is not write and _in_order(region):
-        new, start = {write.output.name}, (j, position_in(region, write))
+    op, aliases = index.ops[j], index.aliases
+    if region is not None and _in_order(op):
+        new, start = {write.output.name}, (j, region.position(write))
     else:
-        new, start = {o.name for o in tensor_outs(region)}, (j, END)
+        new, start = {o.name for o in tensor_outs(op)}, (j, END)
     for later in _ops_at(index, index.storage_readers(out, after=start)):
         if later.sym.id == PrimIDs.RETURN:
             continue  # returning an alias hands over the tensor, it reads nothing
@@ -174,7 +174,7 @@ def _check_ordering(index: TraceIndex, j: int, write: BoundSymbol) -> None:
                 continue
         stale = [a for a in args if a.name not in new and aliases.same_storage(a, out)]
         if stale:
-            where = f" in `{region.sym.name}`" if region is not write else ""
+            where = f" in `{op.sym.name}`" if op is not write else ""
             raise InplaceOrderingError(
                 f"`{later.sym.name}` reads `{stale[0].name}`, which shares storage with `{out.name}`, after "
                 f"`{write.output.name} = copy_to_out_(..., out={out.name})`{where} overwrote it"
@@ -304,30 +304,35 @@ def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
     return InplaceDecision.of(write, rules.how, reason)
 
 
-def _thunders_copy_stays(index: TraceIndex, j: int, copy: BoundSymbol, grad_args: list[TensorProxy]) -> str | None:
-    """Why thunder's ``copy`` (the op in slot ``j``, or one that the region there runs) stays as thunder made
-    it, or None where the extension can answer for it."""
+def _thunders_copy_stays(
+    index: TraceIndex, j: int, copy: BoundSymbol, grad_args: list[TensorProxy], region: RegionOps | None = None
+) -> str | None:
+    """Why thunder's ``copy`` (the op in slot ``j``, or one that the region there runs: ``region``, its ops) stays
+    as thunder made it, or None where the extension can answer for it."""
     _, out = thunder_inplace_write(copy)
-    region, aliases = index.ops[j], index.aliases
+    aliases = index.aliases
     if (arg := next((a for a in grad_args if aliases.same_storage(a, out)), None)) is not None:
         return (
             f"thunder differentiates this write into `{out.name}`, which shares storage with `{arg.name}`, an argument "
             "that requires grad: thunder's own copy_ runs it"
         )
     try:
-        _check_ordering(index, j, copy)
+        _check_ordering(index, j, copy, region)
     except InplaceOrderingError as error:
         return f"thunder's own copy_, which a later reader relies on running in program order ({error})"
-    if copy is not region and (why := write_blocker(region, copy, aliases)) is not None:
-        return f"thunder's own copy_, which `{region.sym.name}` runs as thunder made it: {why}"
+    if region is not None and (why := write_blocker(region, copy)) is not None:
+        return f"thunder's own copy_, which `{region.name}` runs as thunder made it: {why}"
     return None
 
 
-def _thunder_copy_in_region(index: TraceIndex, j: int, copy: BoundSymbol, grad_args: list[TensorProxy]) -> InplaceDecision:
-    """A region runs thunder's ``copy`` itself: by its executor's rules where they hold, else as a copy."""
-    if (why := _thunders_copy_stays(index, j, copy, grad_args)) is not None:
+def _thunder_copy_in_region(
+    index: TraceIndex, j: int, copy: BoundSymbol, grad_args: list[TensorProxy], region: RegionOps
+) -> InplaceDecision:
+    """The region ``region`` (slot ``j``) runs thunder's ``copy`` itself: by its executor's rules where they hold,
+    else as a copy."""
+    if (why := _thunders_copy_stays(index, j, copy, grad_args, region)) is not None:
         return InplaceDecision.of(copy, "copy", why)
-    kept = _kept_in_region(index.ops[j], copy)
+    kept = _kept_in_region(region.fusion, copy)
     return replace(kept, reason=f"thunder's own copy_, which the region's rules allow: {kept.reason}")
 
 
@@ -369,21 +374,22 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
                 decided = replace(decided, reason=f"{decided.reason}; {why}")
             decisions.append(_unless_strict(decided, strict))
         elif (writes := fused_writes(op)) or fused_thunder_copies(op):
+            region = RegionOps(op, index.aliases)
             for write in writes:
-                _check_ordering(index, j, write)
-            blockers = [(w, why) for w in writes if (why := write_blocker(op, w, index.aliases))]
+                _check_ordering(index, j, write, region)
+            blockers = [(w, why) for w in writes if (why := write_blocker(region, w))]
             if blockers:
                 rules = rules_for(op)
                 executor = rules.executor if rules is not None else op.sym.name
                 given_back.update((w.output.name, f"not in {executor}: {why}") for w, why in blockers)
-                index, j = _given_back(index, j, [w for w, _ in blockers])
+                index, j = _given_back(index, j, region, [w for w, _ in blockers])
                 continue  # what now stands at j (a rebuilt region, or a write given back) is unvisited
             decisions.extend(_kept_in_region(op, w) for w in writes)
             for copy in fused_thunder_copies(op):
-                decisions.append(_unless_strict(_thunder_copy_in_region(index, j, copy, grad_args), strict))
+                decisions.append(_unless_strict(_thunder_copy_in_region(index, j, copy, grad_args, region), strict))
             if rules_for(op) is not None:
                 with tracectx(trace):
-                    placed = with_checks_ahead(op, index.aliases)
+                    placed = with_checks_ahead(region)
                 if len(placed) > 1:
                     index, j = _replaced(index, j, placed)
         j += 1
@@ -396,11 +402,12 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
     return new_trace, decisions
 
 
-def _given_back(index: TraceIndex, j: int, refused: list[BoundSymbol]) -> tuple[TraceIndex, int]:
-    """The region in slot ``j`` without the writes ``refused``: a new index, and the slot of what replaced it."""
+def _given_back(index: TraceIndex, j: int, region: RegionOps, refused: list[BoundSymbol]) -> tuple[TraceIndex, int]:
+    """The region in slot ``j`` (``region``, its ops) without the writes ``refused``: a new index, and the slot of
+    what replaced it."""
     ops = index.ops
     fresh = 1 + max(fusion_number(b) for b in ops if b is not None and b.sym.is_fusion)
-    index, _ = _replaced(index, j, give_back(ops[j], refused, fresh))
+    index, _ = _replaced(index, j, give_back(region, refused, fresh))
     return index, j - sum(b is None for b in ops[:j])
 
 

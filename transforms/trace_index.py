@@ -19,7 +19,6 @@ from collections.abc import Iterable
 
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
-from thunder.core.utils import producers
 
 from thunder_ext.transforms.aliasing import Aliases, data_args, written_tensors
 
@@ -36,7 +35,10 @@ class TraceIndex:
     def __init__(self, bsyms: Iterable[BoundSymbol]) -> None:
         self.ops: list[BoundSymbol | None] = list(bsyms)
         self.aliases = Aliases(self.ops)
-        self._producers = producers(self.ops, _map_to_numbers=True)  # top-level ops: a region makes its outputs
+        # name -> slot of the top-level op that computes it (a region makes its outputs), the first where several
+        # do, and not an op that takes it too: what thunder's ``utils.producers`` maps, whose check of every
+        # output against every argument is quadratic in a region's size (one write per tensor of an optimizer)
+        self._producers: dict[str, int] = {}
         self._reads: dict[str, list[Position]] = {}
         self._writes: dict[str, list[Position]] = {}
         # slot -> names its op takes (``flat_proxy_args``: a write's ``after`` too), and those it reads (``data_args``)
@@ -44,6 +46,9 @@ class TraceIndex:
         self._data: list[frozenset[str]] = [frozenset()] * len(self.ops)
         for slot, op in enumerate(self.ops):
             self._index(slot, op)
+            for o in op.flat_proxy_outs:
+                if o.name not in self._takes[slot]:
+                    self._producers.setdefault(o.name, slot)
 
     def _index(self, slot: int, op: BoundSymbol) -> None:
         self._takes[slot] = frozenset(p.name for p in op.flat_proxy_args)
@@ -74,7 +79,7 @@ class TraceIndex:
 
     def producer(self, t: TensorProxy) -> int | None:
         """The slot of the top-level op that computes ``t``."""
-        return self._producer(t.name)
+        return self._producers.get(t.name)
 
     def readers(self, t: TensorProxy, after: Position = BEFORE_ALL, before: Position = AFTER_ALL) -> list[Position]:
         """Positions strictly between ``after`` and ``before`` of ops that take ``t`` (by name), in order."""
@@ -90,14 +95,8 @@ class TraceIndex:
 
     def storage_producers(self, t: TensorProxy, after: Position = BEFORE_ALL, before: Position = AFTER_ALL) -> list[Position]:
         """Positions of top-level ops that compute a tensor sharing storage with ``t``, in order."""
-        made = [self._producer(name) for name in self.aliases.sharing_storage(t)]
+        made = [self._producers.get(name) for name in self.aliases.sharing_storage(t)]
         return _between([(s, TOP) for s in made if s is not None], after, before)
-
-    def _producer(self, name: str) -> int | None:
-        try:
-            return self._producers.get_by_name(name)
-        except KeyError:
-            return None
 
     def _over_storage(self, used: dict[str, list[Position]], t: TensorProxy) -> list[Position]:
         return [p for name in self.aliases.sharing_storage(t) for p in used.get(name, ())]
