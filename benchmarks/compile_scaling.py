@@ -9,7 +9,9 @@ transform's two hooks: functionalization and the guards before thunder's passes,
 reuse after; and ``inplace_ex``'s fusion pass, which pins what rematerialization must not recompute),
 measured inside the same first call; and again in one more first call of the extension with Python's
 automatic garbage collection paused, which tells the passes' own growth from that of the full collections
-that fall inside them (each scans every object thunder holds, and so grows with the trace).
+that fall inside them (each scans every object thunder holds, and so grows with the trace). Up to
+``TORCH_COMPILE_UP_TO`` writes, the extension's passes again (collection paused) with thunder's torch.compile
+executor, where the step is one region holding every write, so that the region rules are what grows.
 
 Each configuration runs in a fresh process (``compile_time.in_fresh_process``): thunder's caches and the
 memory of a larger trace do not carry over. Runners alternate which goes first from round to round.
@@ -27,6 +29,8 @@ from pathlib import Path
 
 import thunder
 import torch
+from thunder.executors.torch_compile import torch_compile_ex
+from thunder.extend import Executor
 
 from thunder_ext.benchmarks.compile_time import in_fresh_process
 from thunder_ext.benchmarks.measure import status
@@ -36,6 +40,8 @@ from thunder_ext.executors import inplace_ex
 from thunder_ext.transforms import InplaceTransform
 
 STOCK, EXT = "thunder.jit", "thunder_ext"
+# Above this, Inductor compiling the step's one region takes many minutes on a 2-core CPU (1.8 at 1,000 writes).
+TORCH_COMPILE_UP_TO = 1000
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class Result:
     first_call: dict[str, float]  # runner -> median seconds
     pass_seconds: float  # the extension's transform, median over rounds
     pass_seconds_uncollected: float  # the same, in one more first call with automatic collection paused
+    pass_seconds_torch_compile: float | None  # the same with the torch.compile executor; None above TORCH_COMPILE_UP_TO
     in_place: int  # copy_to_out_ run in place
     decided: int  # copy_to_out_ decided
 
@@ -123,15 +130,17 @@ def _measure(writes: int, device: torch.device, rounds: int, threads: int) -> Re
                 passes.append(transform.seconds)
                 decisions = inplace_decisions(jitted)
     in_place = sum(d.how != "copy" for d in decisions)
-    uncollected = _pass_seconds_uncollected(writes, device)
+    uncollected = _pass_seconds_uncollected(writes, device, [])
+    in_regions = _pass_seconds_uncollected(writes, device, [torch_compile_ex]) if writes <= TORCH_COMPILE_UP_TO else None
     first_call = {r: statistics.median(s) for r, s in first.items()}
-    return Result(first_call, statistics.median(passes), uncollected, in_place, len(decisions))
+    return Result(first_call, statistics.median(passes), uncollected, in_regions, in_place, len(decisions))
 
 
-def _pass_seconds_uncollected(writes: int, device: torch.device) -> float:
+def _pass_seconds_uncollected(writes: int, device: torch.device, fusion: list[Executor]) -> float:
     tensors = [torch.randn(4, device=device) for _ in range(writes // 2)]
     transform = TimedInplaceTransform()
-    jitted = thunder.jit(step, executors=[inplace_ex, *thunder.get_default_executors()], transforms=[transform])
+    executors = [inplace_ex, *fusion, *thunder.get_default_executors()]
+    jitted = thunder.jit(step, executors=executors, transforms=[transform])
     gc.collect()
     gc.disable()
     try:
@@ -152,16 +161,20 @@ def report(results: dict[int, Result]) -> Table:
             "extension's passes within it. Median of rounds that alternate which runner goes first (one round at "
             "3,000 writes), each size in a fresh process. Last column: the passes in one more first call with "
             "Python's automatic garbage collection paused (a full collection inside a pass scans all of thunder's "
-            "objects, which grow with the trace)."
+            "objects, which grow with the trace). Last but one: the same with thunder's torch.compile executor added, "
+            f"where the step is one region that holds every write (up to {TORCH_COMPILE_UP_TO:,} writes: above, Inductor "
+            "compiles that region for many minutes)."
         ),
         columns=["writes", "copy_to_out_ in place", f"{STOCK} first call s", f"{EXT} first call s",
-                 f"{EXT} / {STOCK}", "pass s", "pass ms per write", "pass ms per write, collection paused"],  # fmt: skip
+                 f"{EXT} / {STOCK}", "pass s", "pass ms per write", "pass ms per write, collection paused",
+                 "the same, torch.compile executor"],  # fmt: skip
     )
     for writes, r in results.items():
         stock, ext = r.first_call[STOCK], r.first_call[EXT]
+        in_regions = "-" if r.pass_seconds_torch_compile is None else f"{r.pass_seconds_torch_compile / writes * 1e3:.3f}"
         table.rows.append([f"{writes:,}", f"{r.in_place} of {r.decided}", f"{stock:.2f}", f"{ext:.2f}", ratio(ext, stock),
                            f"{r.pass_seconds:.3f}", f"{r.pass_seconds / writes * 1e3:.3f}",
-                           f"{r.pass_seconds_uncollected / writes * 1e3:.3f}"])  # fmt: skip
+                           f"{r.pass_seconds_uncollected / writes * 1e3:.3f}", in_regions])  # fmt: skip
         table.targets.append(Target(f"{writes:,} writes: every write in place", f"{r.in_place} of {r.decided}",
                                     r.decided > 0 and r.in_place == r.decided))  # fmt: skip
     most, fewest = max(results), min(results)
@@ -173,6 +186,12 @@ def report(results: dict[int, Result]) -> Table:
         per_write = {w: results[w].pass_seconds / w for w in (fewest, most)}
         growth = per_write[most] / per_write[fewest]
         table.targets.append(Target(f"pass time per write within 1.5x from {fewest:,} to {most:,} writes",
+                                    f"{growth:.2f}x", growth <= 1.5))  # fmt: skip
+    in_regions = {w: r.pass_seconds_torch_compile / w for w, r in results.items() if r.pass_seconds_torch_compile is not None}
+    if len(in_regions) > 1:
+        low, high = min(in_regions), max(in_regions)
+        growth = in_regions[high] / in_regions[low]
+        table.targets.append(Target(f"torch.compile executor: pass time per write within 1.5x from {low:,} to {high:,} writes",
                                     f"{growth:.2f}x", growth <= 1.5))  # fmt: skip
 
     def plot(path: Path, machine: str) -> None:
@@ -186,7 +205,11 @@ def report(results: dict[int, Result]) -> Table:
         uncollected = [results[w].pass_seconds_uncollected / w * 1e3 for w in sizes]
         pass_ax.plot(sizes, per_write, marker="o", label="extension's passes")
         pass_ax.plot(sizes, uncollected, marker="o", label="the same, collection paused")
-        pass_ax.set(xscale="log", xlabel="writes", ylabel="ms per write", ylim=(0, 1.5 * max(per_write + uncollected)))
+        with_regions = [w for w in sizes if results[w].pass_seconds_torch_compile is not None]
+        pass_ax.plot(with_regions, [results[w].pass_seconds_torch_compile / w * 1e3 for w in with_regions], marker="o",
+                     label="the same, torch.compile executor (one region)")  # fmt: skip
+        highest = max(per_write + uncollected + [results[w].pass_seconds_torch_compile / w * 1e3 for w in with_regions])
+        pass_ax.set(xscale="log", xlabel="writes", ylabel="ms per write", ylim=(0, 1.5 * highest))
         pass_ax.legend()
         save(fig, path)
 
