@@ -81,8 +81,9 @@ def test_random_inplace_programs_match_eager_with_inputs_that_require_grad(progr
 
 
 @pytest.mark.parametrize("path", sorted(GRAD_REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
-def test_regression_with_inputs_that_require_grad(path: Path):
+def test_regression_with_inputs_that_require_grad(path: Path, executor_set: str, request: pytest.FixtureRequest):
     source = path.read_text()
+    _mark_if_known_failure_under(source, executor_set, request)
     check_against_eager(Program(source), grad=GradSetting.of(source))
 
 
@@ -137,9 +138,13 @@ def _regressions() -> list:
 @pytest.mark.parametrize(("path", "fusion"), _regressions())
 def test_regression(path: Path, fusion, scheduler, executor_set: str, request: pytest.FixtureRequest):
     source = path.read_text()
+    _mark_if_known_failure_under(source, executor_set, request)
+    check_against_eager(Program(source), scheduler, fusion=fusion)
+
+
+def _mark_if_known_failure_under(source: str, executor_set: str, request: pytest.FixtureRequest) -> None:
     if (known := KNOWN_FAILURE_UNDER.match(source)) and known[1] == executor_set:
         request.applymarker(pytest.mark.xfail(strict=True, reason=known[2]))
-    check_against_eager(Program(source), scheduler, fusion=fusion)
 
 
 ALIASED = Program("""
