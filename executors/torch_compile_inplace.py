@@ -17,7 +17,6 @@ hold for the regions of all three (a copy of thunder's own that one of them fuse
 from __future__ import annotations
 
 import heapq
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -29,7 +28,6 @@ from thunder.executors.torch_compile import torch_compile_cat_ex, torch_compile_
 from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, CHECKED_WRITES, checked_index
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
-    Aliases,
     data_args,
     is_copy_to_out,
     is_update_aliases,
@@ -208,10 +206,10 @@ def _max_norm(embedding: BoundSymbol) -> float | None:
     return embedding.args[3] if len(embedding.args) > 3 else embedding.kwargs.get("max_norm")
 
 
-def _checkable(op: BoundSymbol, inputs: list[TensorProxy], written: list[TensorProxy], aliases: Aliases) -> _Indexing | None:
+def _checkable(op: BoundSymbol, region: RegionOps) -> _Indexing | None:
     """How ``op`` indexes, its index as the region input it names, where a check of that input before the
-    region can stand for ``op``'s own: the region takes the index as an input (``inputs``; functionalization
-    may rename it, to order the op after writes) and does not write it (``written``), so that the check sees
+    region can stand for ``op``'s own: the region takes the index as an input (functionalization may rename
+    it, to order the op after writes) and does not write its storage, so that the check sees
     its value; an op that writes (eager checks a position before it writes there) writes at one int64
     position, since eager fails on several midway, having written the others.
 
@@ -220,8 +218,9 @@ def _checkable(op: BoundSymbol, inputs: list[TensorProxy], written: list[TensorP
     indexing = _INDEXING[op.sym.name](op) if op.sym.name in _INDEXING else None
     if indexing is None or indexing.tensor.device.type != "cpu" or not all(isinstance(n, int) for n in indexing.tensor.shape):
         return None
-    index = next((a for a in inputs if aliases.same_tensor(a, indexing.index)), None)
-    if index is None or any(aliases.same_storage(w, index) for w in written):
+    aliases, storage = region.aliases, region.aliases.storage_key(indexing.index)
+    index = next((a for a in region.inputs_sharing.get(storage, ()) if aliases.same_tensor(a, indexing.index)), None)
+    if index is None or storage in region.storage_writes:
         return None
     if indexing.checked_as in CHECKED_WRITES and not (index.dtype == dtypes.int64 and index.numel == 1):
         return None
@@ -241,11 +240,10 @@ def _position_checked_ops(region: RegionOps) -> tuple[list[tuple[_Indexing, Boun
     checked: dict[tuple[str, int], tuple[_Indexing, BoundSymbol]] = {}
     unchecked: list[BoundSymbol] = []
     fusion = region.fusion
-    written = [w for _, w in itertools.chain.from_iterable(region.storage_writes.values())]
     for k, op in enumerate(fusion.subsymbols):
         if not may_fail_at_runtime(op):
             continue
-        indexing = _checkable(op, region.inputs, written, region.aliases)
+        indexing = _checkable(op, region)
         key = None if indexing is None else (indexing.index.name, indexing.tensor.shape[indexing.dim])
         if key in checked:
             continue
