@@ -165,24 +165,35 @@ class Pair:
     """An eager litgpt model and a thunder_ext-jitted deep copy, stepped together and compared each step.
 
     ``step`` returns the jitted copy's logits, so whatever is computed from them is the extension's.
+    ``growing``: the copy's cache is ``thunder_ext.set_kv_cache``'s, whose buffers hold a bucket of positions
+    (``min_capacity`` the smallest), compared with the same positions of eager's; the eager model keeps litgpt's.
     """
 
-    def __init__(self, model: torch.nn.Module, *, context=contextlib.nullcontext, **tolerance):
+    def __init__(self, model: torch.nn.Module, *, context=contextlib.nullcontext, growing: bool = False,
+                 min_capacity: int = 8, **tolerance):  # fmt: skip
         self.eager, self.copy = model, copy.deepcopy(model)
-        self.jitted = thunder_ext.jit(self.copy)
+        self.jitted = thunder_ext.jit(self.copy, strict=growing)  # the growth copy too: strict raises on a copy
         self.context, self.tolerance = context, tolerance
+        self.growing, self.min_capacity = growing, min_capacity
 
     def set_kv_cache(self, **kwargs) -> None:
         self.eager.set_kv_cache(**kwargs)
-        self.copy.set_kv_cache(**kwargs)
+        if self.growing:
+            thunder_ext.set_kv_cache(self.jitted, **kwargs, min_capacity=self.min_capacity)
+        else:
+            self.copy.set_kv_cache(**kwargs)
         self.pointers = [t.data_ptr() for t in caches(self.copy)]
 
     def step(self, x: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        capacities = [t.shape[2] for t in caches(self.copy)]
         with torch.inference_mode(), self.context():
             got, want = self.jitted(x, input_pos), self.eager(x, input_pos)
         assert_close(got, want, **self.tolerance)
         for i, (a, b) in enumerate(zip(caches(self.copy), caches(self.eager))):
-            assert_close(a, b, **self.tolerance, msg=lambda m: f"cache buffer {i} differs from eager: {m}")
+            held = a.shape[2]  # a growing cache holds the first positions of eager's (a circular one before it wraps)
+            assert_close(a, b[:, :, :held], **self.tolerance, msg=lambda m: f"cache buffer {i} differs from eager: {m}")
+        if [t.shape[2] for t in caches(self.copy)] != capacities:  # grown: new buffers, written in place from then on
+            self.pointers = [t.data_ptr() for t in caches(self.copy)]
         assert [t.data_ptr() for t in caches(self.copy)] == self.pointers, "a cache buffer moved to new storage"
         copies = [str(d) for d in thunder_ext.inplace_decisions(self.jitted) if d.how == "copy"]
         assert not copies, copies

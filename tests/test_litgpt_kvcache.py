@@ -2,9 +2,12 @@
 
 Models are used as litgpt constructs them (parameters that require grad) and stepped under
 ``torch.inference_mode()``, as litgpt's ``generate`` steps them. Every step compares the logits and every
-cache buffer with eager, checks that no buffer moved to new storage, and that every cache write ran in
-place (none fell back to a copy). Greedy decoding picks each token from the extension's logits, so the
-token checks compare the extension's own tokens.
+cache buffer with eager, checks that no buffer moved to new storage (but where a growing cache grew), and
+that every cache write ran in place (none fell back to a copy). Greedy decoding picks each token from the
+extension's logits, so the token checks compare the extension's own tokens.
+
+Each test runs with litgpt's cache (``set_kv_cache``) and with ``thunder_ext.set_kv_cache``'s growing cache
+(the ``cache`` fixture), whose smallest bucket, 8 positions, makes these short sequences grow.
 """
 
 import pytest
@@ -17,9 +20,16 @@ litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip inst
 from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402  (thunder's kv-cache test configs)
 
 
-def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cache():
+# The growing cache under both executor sets where the test takes a path of its own (growth across buckets,
+# a row of positions per sequence, a circular cache), under thunder's defaults where it adds a configuration.
+BOTH = ["litgpt", "growing"]
+GROWING_ON_DEFAULTS = ["litgpt", pytest.param("growing", marks=pytest.mark.executor_sets("defaults"))]
+
+
+@pytest.mark.parametrize("cache", BOTH)
+def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cache(cache):
     torch.manual_seed(0)
-    pair = Pair(small_llama(n_query_groups=2))
+    pair = Pair(small_llama(n_query_groups=2), growing=cache == "growing")
     prompt = torch.randint(0, VOCAB, (1, 5))
     expected = greedy_without_cache(pair.eager, prompt, 20)  # before any cache exists
 
@@ -27,19 +37,21 @@ def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cach
     assert torch.equal(pair.greedy(prompt, 20), expected)
 
 
+@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
 @pytest.mark.parametrize("n_query_groups", [1, 2, 4, 8])
-def test_grouped_query_attention(n_query_groups):
+def test_grouped_query_attention(n_query_groups, cache):
     torch.manual_seed(0)
-    pair = Pair(small_llama(n_query_groups=n_query_groups))
+    pair = Pair(small_llama(n_query_groups=n_query_groups), growing=cache == "growing")
     pair.set_kv_cache(batch_size=1, max_seq_length=16)
     pair.greedy(torch.randint(0, VOCAB, (1, 4)), 3)
     assert pair.copy.transformer.h[0].attn.kv_cache.k.shape[1] == n_query_groups
 
 
-def test_batch_of_three_with_a_row_of_positions_per_sequence():
+@pytest.mark.parametrize("cache", BOTH)
+def test_batch_of_three_with_a_row_of_positions_per_sequence(cache):
     # A 2-D input_pos makes litgpt write each row with its own `t[i].index_copy_`.
     torch.manual_seed(0)
-    pair = Pair(small_llama(n_query_groups=4))
+    pair = Pair(small_llama(n_query_groups=4), growing=cache == "growing")
     pair.set_kv_cache(batch_size=3, max_seq_length=16)
     logits = pair.step(torch.randint(0, VOCAB, (3, 4)), torch.arange(4).expand(3, 4).contiguous())
     positions = torch.tensor([[4], [7], [5]])  # the sequences have drifted apart
@@ -49,31 +61,36 @@ def test_batch_of_three_with_a_row_of_positions_per_sequence():
     assert len(thunder_ext.inplace_decisions(pair.jitted)) == 2 * 2 * 3  # layers x (k, v) x rows
 
 
-def test_sliding_window_writes_a_circular_cache():
+@pytest.mark.parametrize("cache", BOTH)
+def test_sliding_window_writes_a_circular_cache(cache):
     # litgpt writes at input_pos % max_cache_len: 12 steps wrap a 4-slot cache three times.
     torch.manual_seed(0)
-    pair = Pair(small_llama(sliding_window_size=4, sliding_window_indices=[1, 1]))
+    pair = Pair(small_llama(sliding_window_size=4, sliding_window_indices=[1, 1]), growing=cache == "growing")
     pair.set_kv_cache(batch_size=1, max_seq_length=32)
     assert pair.copy.transformer.h[0].attn.kv_cache.k.shape[2] == 4
     pair.greedy(torch.randint(0, VOCAB, (1, 3)), 13)
 
 
-def test_bfloat16_autocast(executor_set):
+@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
+def test_bfloat16_autocast(executor_set, cache):
     torch.manual_seed(0)
     autocast = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
-    # Inductor keeps a fused region's bfloat16 intermediates in float32 where eager rounds each op: the two
-    # differ by bfloat16 rounding (1e-3 seen), more than bfloat16's default absolute tolerance of 1e-5
-    tolerance = {"atol": 5e-3, "rtol": 1.6e-2} if executor_set == "torch_compile" else {}
-    pair = Pair(small_llama(), context=autocast, **tolerance)
+    # Inductor keeps a fused region's bfloat16 intermediates in float32 where eager rounds each op, and the
+    # growing cache prefills in chunks (a token at a time at 8 positions) where eager takes the prompt in one
+    # call: either differs by bfloat16 rounding (1e-3 seen), more than bfloat16's default absolute tolerance of 1e-5
+    rounded_apart = executor_set == "torch_compile" or cache == "growing"
+    tolerance = {"atol": 5e-3, "rtol": 1.6e-2} if rounded_apart else {}
+    pair = Pair(small_llama(), context=autocast, growing=cache == "growing", **tolerance)
     # The cache is allocated in the autocast dtype: see docs/design.md#limits for a float32 cache.
     pair.set_kv_cache(batch_size=1, max_seq_length=16, dtype=torch.bfloat16)
     pair.greedy(torch.randint(0, VOCAB, (1, 4)), 4)
     assert all(t.dtype == torch.bfloat16 for t in caches(pair.copy))
 
 
-def test_set_kv_cache_again_between_generations():
+@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
+def test_set_kv_cache_again_between_generations(cache):
     torch.manual_seed(0)
-    pair = Pair(small_llama())
+    pair = Pair(small_llama(), growing=cache == "growing")
     first_buffers = []
     for batch_size in (1, 1, 2):
         pair.set_kv_cache(batch_size=batch_size, max_seq_length=16)
@@ -82,12 +99,13 @@ def test_set_kv_cache_again_between_generations():
     assert first_buffers[0] is not first_buffers[1], "set_kv_cache must give new buffers"
 
 
+@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
 @pytest.mark.parametrize("name", THUNDER_VARIANTS)
-def test_thunder_kvcache_variants_prefill_then_decode(name):
+def test_thunder_kvcache_variants_prefill_then_decode(name, cache):
     torch.manual_seed(0)
     model = litgpt.model.GPT(ThunderTestConfig.from_name(name))
     model.max_seq_length = 8
-    pair = Pair(model.eval(), rtol=1e-4, atol=1e-4)
+    pair = Pair(model.eval(), growing=cache == "growing", rtol=1e-4, atol=1e-4)
     prompt = torch.randint(0, 200, (1, 3))
     expected = greedy_without_cache(pair.eager, prompt, 3)
     pair.set_kv_cache(batch_size=1)

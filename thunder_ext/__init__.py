@@ -10,16 +10,22 @@
 - ``adapt_thunder``: every change the extension makes to thunder 0.2.6's globals, made when its transform is
   first made, not at import (``thunder_ext.adapt_thunder``).
 - ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
+- ``set_kv_cache``: a litgpt KV cache that grows in buckets with what it holds, each bucket compiled once
+  (``thunder_ext.growing_cache``; litgpt is an extra, imported when it is first asked for).
+
+What the extension compiles is logged on ``logging.getLogger("thunder_ext")`` (``thunder_ext.logs``).
 """
 
 import importlib
 import warnings
+from typing import Any
 
 # thunder warns at import that an optional GPU library is absent; only that warning, only during the import
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="transformer_engine module not found", category=UserWarning)
     importlib.import_module("thunder")
 
+import thunder_ext.logs  # noqa: E402, F401  (the logger's default: compilations are never silent)
 from thunder_ext.adapt_thunder import adapt_thunder  # noqa: E402
 from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
 from thunder_ext.decisions import inplace_decisions
@@ -47,11 +53,21 @@ __all__ = [
     "InplaceTransform",
     "ThunderCompiler",
     "UnprovenInplaceError",
+    "GrowingKVCache",
     "copy_to_out_",
     "inplace_decisions",
     "inplace_ex",
     "jit",
     "nvfuser_inplace_available",
+    "set_kv_cache",
     "tensor_scatter_",
     "thunderfx",
 ]
+
+_NEEDS_LITGPT = {"set_kv_cache", "GrowingKVCache"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NEEDS_LITGPT:
+        return getattr(importlib.import_module("thunder_ext.growing_cache"), name)
+    raise AttributeError(f"module 'thunder_ext' has no attribute {name!r}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import thunder
 
@@ -18,6 +19,9 @@ def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
     what ``thunder_ext.thunderfx`` or ``torch.compile(..., backend=thunder_ext.ThunderCompiler())``
     returns (or the backend itself): then the decisions of every thunder subgraph that ran, in the
     order they were compiled.
+
+    A module whose calls ``thunder_ext.set_kv_cache`` fits to its buckets lists first the writes of the growth
+    copy its last call ran, if any: they ran before the model's.
     """
     if thunder.compile_data(compiled) is None:
         subgraphs = [fn for fn in thunder_subgraphs(compiled) if thunder.compile_stats(fn).last_traces is not None]
@@ -25,5 +29,16 @@ def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
     transform = next((t for t in thunder.compile_data(compiled).transforms if isinstance(t, InplaceTransform)), None)
     if transform is None:
         raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")
+    forward = getattr(compiled, "forward", None)
+    before = forward.decisions_before() if isinstance(forward, RunsCompiledWritesFirst) else []
     # the last recorded trace: transforms after the extension's may append traces of their own
-    return next((transform.decisions[t] for t in reversed(thunder.last_traces(compiled)) if t in transform.decisions), [])
+    traces = reversed(thunder.last_traces(compiled))
+    return before + next((transform.decisions[t] for t in traces if t in transform.decisions), [])
+
+
+@runtime_checkable
+class RunsCompiledWritesFirst(Protocol):
+    """A module's ``forward`` that runs compiled writes of its own before the module's compiled call
+    (``thunder_ext.growing_cache.BucketedForward``: the growth copy)."""
+
+    def decisions_before(self) -> list[InplaceDecision]: ...

@@ -1,0 +1,331 @@
+"""``thunder_ext.set_kv_cache``: litgpt's KV cache grown in buckets with the positions it holds, and the calls
+of the model fitted to those buckets, so that a decode step costs what the cache holds and each bucket
+compiles once.
+
+The rules, each with its test in ``tests/test_growing_cache.py``:
+
+1. **Capacity.** A cache holds ``min_capacity * 2**k`` positions, capped at its limit (``max_seq_length``; a
+   sliding-window layer's window): the smallest such bucket that holds every position written since the
+   sequences started. Above ``min_capacity`` it holds less than twice what was written.
+2. **Growth.** Before a call writes past the capacity, every buffer is copied once into a buffer of the
+   bucket that holds the call (zeros past the copy, as litgpt's cache starts). The copy of a compiled model
+   runs under ``thunder_ext.jit`` as ``new.index_copy_(2, arange(old_capacity), old)``, proved in place like
+   the model's own writes; ``thunder_ext.inplace_decisions(model)`` lists its writes before the call's.
+3. **New sequences.** A call that writes position 0 of every sequence starts them anew: the buffers take
+   the bucket of what this call writes, nothing copied. Eager litgpt keeps the old sequences' positions
+   past the new ones; no query reads them, since a query attends to the positions up to its own.
+4. **Compiled calls** (what ``thunder_ext.jit`` or ``thunder.compile`` returns) are fitted to the bucket, so
+   that a capacity compiles twice, a step of one token and a chunk of ``capacity // 8`` tokens:
+   - the capacity goes in as ``input_pos_maxp1``: attention over the whole capacity (positions past a
+     query are masked, so the value is eager's), and the capacity is an argument of the compiled call,
+     which thunder checks even where a recipe prunes the checks of module buffers (``PrunePrologueChecks``);
+   - a call of several tokens runs in chunks, the last one padded with copies of its last token at its
+     last position: they write what that token writes and attend as it does, and their logits are dropped.
+   An eager model runs its calls as they come, with litgpt's ``input_pos_maxp1``.
+5. **Bad input** raises before anything is written or resized: a ``max_seq_length`` past the model's
+   ``block_size``, more sequences than the cache holds, a position outside ``[0, max_seq_length)``, a call
+   of more tokens than a sliding window holds.
+6. **Compilations are logged** (``logging.getLogger("thunder_ext")``, INFO): the function, the bucket, the
+   seconds, before and after each compilation that a new bucket brings.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import types
+from collections.abc import Callable, Iterator
+
+import thunder
+import torch
+from litgpt.model import GPT, KVCache, batched_index_copy_, build_mask_cache
+from thunder.core.module import ThunderModule
+from thunder.core.trace import is_tracing
+
+from thunder_ext.decisions import inplace_decisions
+from thunder_ext.executors import inplace_ex
+from thunder_ext.jit import jit
+from thunder_ext.transforms import InplaceDecision, InplaceTransform
+
+log = logging.getLogger(__name__)
+
+# A chunk is a bucket's eighth: a prompt that starts a sequence takes at most 8 calls, and pads less than one.
+CHUNKS_PER_CAPACITY = 8
+
+
+def capacity_for(positions: int, min_capacity: int, limit: int) -> int:
+    """The smallest bucket, ``min_capacity`` times a power of two, that holds ``positions``, capped at ``limit``."""
+    capacity = min_capacity
+    while capacity < positions:
+        capacity *= 2
+    return min(capacity, limit)
+
+
+class GrowingKVCache(KVCache):
+    """litgpt's ``KVCache`` whose buffers hold ``capacity`` of the ``limit`` positions the layer may hold.
+
+    It writes as litgpt's does (``index_copy_`` at ``input_pos``; a sliding-window layer at ``input_pos %
+    capacity``, which is ``input_pos`` until the capacity reaches the window) and returns every position it
+    holds. litgpt trims a sliding window's buffers to ``input_pos.max() + 1`` before they wrap, a shape that
+    depends on the positions' values; the attention mask hides the same positions, so the trace of a step
+    depends on the capacity only.
+    """
+
+    def __init__(self, template: KVCache, capacity: int, *, device: torch.device | None, dtype: torch.dtype | None):
+        batch, groups, _, k_size = template.k.shape
+        v_size = template.v.shape[-1]
+        sliding = template.is_sliding_window
+        super().__init__(
+            (batch, groups, capacity, k_size), (batch, groups, capacity, v_size), device=device, dtype=dtype,
+            is_sliding_window=sliding, sliding_window_size=template.sliding_window_size,
+        )  # fmt: skip
+        self.limit = template.max_cache_len
+
+    def forward(self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_sliding_window:
+            return super().forward(input_pos, k, v)
+        if input_pos.shape[-1] > self.limit:  # as litgpt's: the ring would overwrite positions this call reads
+            raise ValueError(
+                f"Prefill length ({input_pos.shape[-1]}) exceeds the sliding window size ({self.limit}): prefill "
+                f"in chunks of at most {self.limit} tokens"
+            )
+        positions = input_pos % self.max_cache_len
+        bs = k.size(0)
+        return batched_index_copy_(self.k[:bs, ...], -2, positions, k), batched_index_copy_(self.v[:bs, ...], -2, positions, v)
+
+    def empty_buffers(self, capacity: int) -> list[torch.Tensor]:
+        """Buffers for ``capacity`` positions, zeros, as litgpt's cache starts."""
+        return [t.new_zeros(*t.shape[:2], capacity, t.shape[3]) for t in (self.k, self.v)]
+
+    def use(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        self.k, self.v, self.max_cache_len = k, v, k.shape[2]
+
+
+def _copy_into_larger(old: list[torch.Tensor], new: list[torch.Tensor]) -> None:
+    """The growth copy: each buffer's positions into the first positions of its larger buffer, as an in-place
+    ``index_copy_`` that the extension proves in place (a plain ``copy_`` of an argument stays a reported copy)."""
+    for o, n in zip(old, new):
+        n.index_copy_(2, torch.arange(o.shape[2], device=o.device), o)
+
+
+def set_kv_cache(
+    model: torch.nn.Module,
+    *,
+    batch_size: int,
+    max_seq_length: int | None = None,
+    rope_cache_length: int | None = None,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    min_capacity: int = 128,
+) -> None:
+    """litgpt's ``GPT.set_kv_cache`` with caches that grow with the positions they hold (the module's rules).
+
+    ``model`` is a litgpt ``GPT``, or what ``thunder_ext.jit(gpt)`` or ``thunder.compile(gpt, ...)`` (the
+    ``thunder.jit`` interpreter) returns: the module that will be called, since the calls are fitted to the
+    buckets there. ``max_seq_length`` (the model's if None) is the limit and becomes ``model.max_seq_length``;
+    the other arguments are litgpt's. ``min_capacity`` is the smallest bucket.
+    """
+    gpt = _gpt_of(model)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"thunder_ext.set_kv_cache: `batch_size` must be a positive int, got {batch_size!r}")
+    if isinstance(min_capacity, bool) or not isinstance(min_capacity, int) or min_capacity < 1:
+        raise ValueError(f"thunder_ext.set_kv_cache: `min_capacity` must be a positive int, got {min_capacity!r}")
+    limit = gpt.max_seq_length if max_seq_length is None else max_seq_length
+    if limit > gpt.config.block_size:
+        raise ValueError(
+            f"thunder_ext.set_kv_cache: `max_seq_length` {limit} is beyond the model's block_size "
+            f"{gpt.config.block_size}"
+        )
+    if rope_cache_length is None:
+        rope_cache_length = gpt.rope_cache_length()
+    changed = {}
+    if limit != gpt.max_seq_length:
+        gpt.max_seq_length = limit  # litgpt rebuilds its rope cache for the new length
+        changed |= {name: getattr(gpt, name) for name in ("cos", "sin")}
+    capacity = min(min_capacity, limit)
+    for i, block in enumerate(gpt.transformer.h):
+        # litgpt's own shapes and sliding windows, for the whole limit, without allocating them
+        template = block.attn.build_kv_cache(batch_size, limit, rope_cache_length, torch.device("meta"), dtype)
+        cache = GrowingKVCache(template, min(capacity, template.max_cache_len), device=device, dtype=dtype)
+        block.attn.kv_cache = cache
+        changed |= {f"transformer.h.{i}.attn.kv_cache.{name}": getattr(cache, name) for name in ("k", "v")}
+    gpt.mask_cache = build_mask_cache(capacity, device)
+    if isinstance(model, ThunderModule):
+        _refresh_thunder_module(model, changed)
+    model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity)
+
+
+def _gpt_of(model: torch.nn.Module) -> GPT:
+    inner = model._model if isinstance(model, ThunderModule) else model  # the module thunder compiled
+    if isinstance(inner, GPT):
+        return inner
+    if isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
+        raise TypeError(
+            "thunder_ext.set_kv_cache: `model` is compiled by torch.compile (thunder.compile's thunder.fx "
+            "interpreter), whose calls it cannot fit to its buckets: use thunder_ext.jit(model) or "
+            "thunder.compile with the thunder.jit interpreter"
+        )
+    raise TypeError(
+        "thunder_ext.set_kv_cache: `model` must be a litgpt GPT, or what thunder_ext.jit or thunder.compile "
+        f"returns for one; got {type(inner).__name__}"
+    )
+
+
+def _refresh_thunder_module(model: ThunderModule, buffers: dict[str, torch.Tensor]) -> None:
+    """``model`` sees the GPT's new buffers and caches. thunder 0.2.6's ThunderModule snapshots the GPT's
+    buffers (``set_buffer`` replaces one) and submodules (``_module_cache``, private: its only setter is
+    construction) when it is made, and its prologue reads them from there."""
+    for name, tensor in buffers.items():
+        model.set_buffer(name, tensor)
+    model._module_cache.update(model._model.named_modules())
+
+
+class BucketedForward:
+    """The ``forward`` of the module ``set_kv_cache`` was given: each call fitted to the caches' buckets.
+
+    ``thunder_ext.inplace_decisions`` lists the writes of the growth that the last call ran, if any, before
+    the model's (``decisions_before``).
+    """
+
+    def __init__(self, model: torch.nn.Module, gpt: GPT, batch_size: int, min_capacity: int, capacity: int):
+        self.model, self.gpt, self.batch_size, self.min_capacity = model, gpt, batch_size, min_capacity
+        self.capacity = capacity
+        self.attentions = [block.attn for block in gpt.transformer.h]
+        self.caches = [attn.kv_cache for attn in self.attentions]
+        self.compiled = thunder.compile_data(model) is not None
+        # the model's own forward, which thunder compiled (or litgpt's)
+        self.forward = types.MethodType(type(model).forward, model)
+        self.grow = jit(_copy_into_larger, **_options_of(model)) if self.compiled else _copy_into_larger
+        self.grew = False  # whether the last call grew the caches
+        self.shapes_seen: set[tuple] = set()
+
+    def __call__(self, idx: torch.Tensor, input_pos: torch.Tensor | None = None, input_pos_maxp1: int | None = None,
+                 lm_head_chunk_size: int = 0) -> torch.Tensor | list[torch.Tensor]:  # fmt: skip
+        if is_tracing() or torch.compiler.is_compiling():
+            raise TypeError(
+                "thunder_ext.set_kv_cache was given this GPT, which is now being compiled: give it the compiled "
+                "module instead (what thunder_ext.jit(model) or thunder.compile(model, ...) returns), whose calls "
+                "it fits to the cache's buckets"
+            )
+        self.grew = False
+        if input_pos is None or lm_head_chunk_size or not self._holds_its_caches() or not self._takes(idx, input_pos):
+            # no cache, a list of logits, caches set anew by litgpt, or a call the model refuses with its own error
+            return self.forward(idx, input_pos, input_pos_maxp1, lm_head_chunk_size)
+        last = self._checked_last_position(idx, input_pos)
+        # every sequence starting anew: nothing to keep (a single token's first position is its last)
+        starts = last == 0 if idx.shape[1] == 1 else int(input_pos[..., 0].max()) == 0
+        if starts or last >= self.capacity:
+            self._set_capacity(capacity_for(last + 1, self.min_capacity, self.gpt.max_seq_length), copy=not starts)
+        if not self.compiled:
+            return self.forward(idx, input_pos, input_pos_maxp1)
+        length = 1 if idx.shape[1] == 1 else self.chunk_length()
+        logits = [self._compiled_call(chunk, pos, n) for chunk, pos, n in _chunks(idx, input_pos, length)]
+        return logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)
+
+    def chunk_length(self) -> int:
+        """The tokens of one compiled call of several: an eighth of the capacity, at most the smallest window."""
+        return min(max(1, self.capacity // CHUNKS_PER_CAPACITY), *(c.limit for c in self.caches))
+
+    def decisions_before(self) -> list[InplaceDecision]:
+        """The growth copy's decisions, if the last call grew the caches."""
+        return inplace_decisions(self.grow) if self.grew and self.compiled else []
+
+    def _holds_its_caches(self) -> bool:
+        return all(attn.kv_cache is cache for attn, cache in zip(self.attentions, self.caches))
+
+    def _takes(self, idx: torch.Tensor, input_pos: torch.Tensor) -> bool:
+        """Whether the call has shapes litgpt accepts (``idx`` (B, T), ``input_pos`` (T,) or (B, T)) and at most
+        as many tokens as every cache holds."""
+        tokens = idx.shape[-1]
+        if idx.dim() != 2 or input_pos.dim() not in (1, 2) or input_pos.shape[-1] != tokens:
+            return False
+        return 0 < tokens <= min(self.gpt.max_seq_length, *(c.limit for c in self.caches))
+
+    def _checked_last_position(self, idx: torch.Tensor, input_pos: torch.Tensor) -> int:
+        """The largest position, once the call is known to fit the caches."""
+        limit = self.gpt.max_seq_length
+        if idx.shape[0] > self.batch_size:
+            raise ValueError(
+                f"`idx` holds {idx.shape[0]} sequences, but the KV cache holds {self.batch_size} "
+                "(the batch_size given to thunder_ext.set_kv_cache)"
+            )
+        low, high = (int(p) for p in torch.aminmax(input_pos))
+        if low < 0 or high >= limit:  # litgpt's own words for a position past max_seq_length
+            raise ValueError(f"Positions in 'input_pos' must be in [0,{limit}): got positions from {low} to {high}")
+        return high
+
+    def _set_capacity(self, capacity: int, *, copy: bool) -> None:
+        """Every cache at ``capacity`` (a sliding-window layer's at most its window), its positions copied if ``copy``."""
+        if capacity == self.capacity:
+            return
+        resized = [(i, c) for i, c in enumerate(self.caches) if min(capacity, c.limit) != c.max_cache_len]
+        old = [t for _, c in resized for t in (c.k, c.v)]
+        new = [t for _, c in resized for t in c.empty_buffers(min(capacity, c.limit))]
+        if copy and resized:
+            self.grew = True
+            if self.compiled:
+                shapes = ("grow", *(t.shape for t in new))
+                self._logged(self.grow, shapes, lambda: ("the growth copy", f"a KV cache of {capacity} positions"),
+                             lambda: self.grow(old, new))  # fmt: skip
+            else:
+                self.grow(old, new)
+        for (_, cache), k, v in zip(resized, new[0::2], new[1::2]):
+            cache.use(k, v)
+        self.gpt.mask_cache = build_mask_cache(capacity, self.gpt.mask_cache.device)
+        if isinstance(self.model, ThunderModule):
+            changed = {f"transformer.h.{i}.attn.kv_cache.{n}": getattr(c, n) for i, c in resized for n in ("k", "v")}
+            _refresh_thunder_module(self.model, changed)
+        self.capacity = capacity
+
+    def _compiled_call(self, idx: torch.Tensor, input_pos: torch.Tensor, tokens: int) -> torch.Tensor:
+        """The compiled call of one chunk, at the capacity; the logits of its first ``tokens`` tokens."""
+        capacity = self.capacity
+
+        def named() -> tuple[str, str]:
+            (batch, length), s = idx.shape, lambda n: "s" if n > 1 else ""
+            what = f"{length} token{s(length)} x {batch} sequence{s(batch)}, KV cache of {capacity} positions"
+            return f"{type(self.gpt).__name__}.forward", what
+
+        shape = (idx.shape, input_pos.shape, capacity)
+        logits = self._logged(self.model, shape, named, lambda: self.forward(idx, input_pos, capacity))
+        return logits[:, :tokens]
+
+    def _logged(self, compiled: Callable, shape: tuple, named: Callable[[], tuple[str, str]], call: Callable[[], object]):
+        """``call()``, a call of the thunder-compiled ``compiled``. The first call of each ``shape`` is logged before
+        and after, with its compile time, as ``named()`` names the function and the bucket."""
+        if shape in self.shapes_seen:
+            return call()
+        self.shapes_seen.add(shape)
+        name, bucket = named()
+        log.info("thunder_ext: compiling %s for %s ...", name, bucket)
+        misses, start = thunder.cache_misses(compiled), time.perf_counter()
+        result = call()
+        seconds = time.perf_counter() - start
+        if thunder.cache_misses(compiled) > misses:
+            log.info("thunder_ext: compiled %s for %s in %.1f s", name, bucket, seconds)
+        else:
+            log.info("thunder_ext: %s for %s was compiled already", name, bucket)
+        return result
+
+
+def _options_of(model: torch.nn.Module) -> dict:
+    """``thunder_ext.jit``'s options that ``model`` was compiled with: its executors (without the extension's,
+    which the jit adds) and the extension's ``strict``."""
+    data = thunder.compile_data(model)
+    transform = next((t for t in data.transforms if isinstance(t, InplaceTransform)), None)
+    strict = transform is not None and transform.strict
+    return {"executors": [e for e in data.executors_list if e is not inplace_ex], "strict": strict}
+
+
+def _chunks(idx: torch.Tensor, input_pos: torch.Tensor, length: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:
+    """``(idx, input_pos, tokens)`` of ``length`` tokens each; the last chunk's ``tokens`` real ones are followed
+    by copies of its last token at its last position."""
+    total = idx.shape[1]
+    for start in range(0, total, length):
+        tokens = min(length, total - start)
+        chunk, pos = idx[:, start : start + tokens], input_pos[..., start : start + tokens]
+        if tokens < length:
+            pad = length - tokens
+            chunk = torch.cat([chunk, chunk[:, -1:].expand(-1, pad)], dim=1)
+            pos = torch.cat([pos, pos[..., -1:].expand(*pos.shape[:-1], pad)], dim=-1)
+        yield chunk, pos, tokens
