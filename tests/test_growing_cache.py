@@ -27,7 +27,7 @@ def eager_and_jitted(limit: int, min_capacity: int, batch_size: int = 1, **overr
     """An eager model with litgpt's cache of ``limit`` positions, and a ``thunder_ext.jit`` copy (``strict``: a
     write that falls back to a copy raises) with a growing cache."""
     torch.manual_seed(0)
-    eager = small_llama(n_layer=1, block_size=64, **overrides)
+    eager = small_llama(**{"n_layer": 1, "block_size": 64, **overrides})
     jitted = thunder_ext.jit(copy.deepcopy(eager), strict=True)
     eager.set_kv_cache(batch_size=batch_size, max_seq_length=limit)
     thunder_ext.set_kv_cache(jitted, batch_size=batch_size, max_seq_length=limit, min_capacity=min_capacity)
@@ -35,6 +35,9 @@ def eager_and_jitted(limit: int, min_capacity: int, batch_size: int = 1, **overr
 
 
 def capacity(model) -> int:
+    """The positions a model's (or a cache module's) first buffer holds."""
+    if isinstance(model, litgpt.model.KVCache):
+        return model.k.shape[2]
     return caches(getattr(model, "_model", model))[0].shape[2]
 
 
@@ -74,6 +77,9 @@ def test_decode_grows_the_cache_at_each_bucket_edge_and_a_new_sequence_starts_sm
             assert sources == [True] * (2 if grew else 0) + [False] * 2, decisions
             x, pos = logits[:, -1:].argmax(-1), pos[-1:] + 1
         assert capacities == [4, 4] + [8] * 4 + [16] * 8  # grown before the writes at positions 4 and 8
+        # normal tensors, as litgpt's set_kv_cache makes, though grown under inference_mode: Dynamo guards on the
+        # kind, so that the torch.compile executor's regions would compile again for each
+        assert not any(t.is_inference() for t in [*caches(jitted._model), jitted._model.mask_cache])
         assert thunder.cache_misses(jitted) == 3  # one compilation per bucket: the prompt runs a token at a time
 
         new_prompt = torch.randint(0, VOCAB, (1, 2))  # positions 0 and 1 of a new sequence
@@ -87,6 +93,25 @@ def test_decode_grows_the_cache_at_each_bucket_edge_and_a_new_sequence_starts_sm
         assert any(re.fullmatch(rf"thunder_ext: compiled GPT.forward for 1 token x 1 sequence, KV cache of {bucket} "
                                 r"positions in \d+\.\d s", m) for m in logged), logged  # fmt: skip
     assert sum(m.startswith("thunder_ext: compiled the growth copy for a KV cache of") for m in logged) == 2
+
+
+def test_a_sliding_window_cache_grows_up_to_its_window_then_wraps_beside_a_growing_global_one():
+    eager, jitted = eager_and_jitted(limit=32, min_capacity=4, n_layer=2, sliding_window_size=8,
+                                     sliding_window_indices=[1, 0])  # fmt: skip
+    x, pos, capacities = torch.randint(0, VOCAB, (1, 3)), torch.arange(3), []
+    with torch.inference_mode():
+        for _ in range(16):  # the prompt, then positions 3 to 17: the window wraps at 8
+            logits = jitted(x, pos)
+            assert_close(logits, eager(x, pos))
+            written = int(pos[-1]) + 1
+            for i, (ours, theirs) in enumerate(zip(caches(jitted._model), caches(eager))):
+                held = min(written, ours.shape[2])  # the window's slots, once it wraps
+                assert_close(ours[:, :, :held], theirs[:, :, :held], msg=lambda m: f"cache buffer {i}: {m}")
+            capacities.append(tuple(capacity(c) for c in (jitted._model.transformer.h[0].attn.kv_cache,
+                                                           jitted._model.transformer.h[1].attn.kv_cache)))  # fmt: skip
+            x, pos = logits[:, -1:].argmax(-1), pos[-1:] + 1
+    # (sliding, global): the ring grows to its window of 8 and stays; the global cache grows on
+    assert capacities == [(4, 4)] * 2 + [(8, 8)] * 4 + [(8, 16)] * 8 + [(8, 32)] * 2
 
 
 def test_a_prefill_at_each_length_bucket_edge_and_one_past_it_compiles_once_per_bucket():
@@ -190,6 +215,25 @@ def test_a_call_that_does_not_fit_the_cache_raises_before_anything_is_written(de
     with torch.inference_mode(), pytest.raises(ValueError, match=error):
         decoded(x, pos)
     assert_untouched(decoded, before)
+
+
+@pytest.mark.executor_sets("defaults")  # an eager model: nothing compiled
+@pytest.mark.parametrize(
+    "overrides, tokens, error",
+    [
+        ({}, 17, r"Cannot forward sequence of length 17, max seq length is only 16\."),  # litgpt's own
+        ({"sliding_window_size": 4, "sliding_window_indices": [1]}, 5,
+         r"Prefill length \(5\) exceeds the sliding window size \(4\)"),
+    ],
+    ids=["more-tokens-than-the-limit", "more-tokens-than-the-window"],
+)  # fmt: skip
+def test_a_call_longer_than_the_cache_reaches_the_models_own_check(overrides, tokens, error):
+    model = small_llama(n_layer=1, block_size=64, **overrides)
+    thunder_ext.set_kv_cache(model, batch_size=1, max_seq_length=16, min_capacity=4)
+    before = cache_state(model)
+    with torch.inference_mode(), pytest.raises(ValueError, match=error):
+        model(torch.zeros(1, tokens, dtype=torch.long), torch.arange(tokens))
+    assert_untouched(model, before)
 
 
 @pytest.mark.executor_sets("defaults")  # nothing compiled

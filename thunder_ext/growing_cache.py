@@ -49,6 +49,8 @@ from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 log = logging.getLogger(__name__)
 
+# The smallest bucket: a 16-token prompt and 112 new tokens before the first growth (docs/benchmarks.md).
+MIN_CAPACITY = 128
 # A chunk is a bucket's eighth: a prompt that starts a sequence takes at most 8 calls, and pads less than one.
 CHUNKS_PER_CAPACITY = 8
 
@@ -84,17 +86,24 @@ class GrowingKVCache(KVCache):
     def forward(self, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.is_sliding_window:
             return super().forward(input_pos, k, v)
-        if input_pos.shape[-1] > self.limit:  # as litgpt's: the ring would overwrite positions this call reads
-            raise ValueError(
-                f"Prefill length ({input_pos.shape[-1]}) exceeds the sliding window size ({self.limit}): prefill "
-                f"in chunks of at most {self.limit} tokens"
-            )
+        self.check_tokens(input_pos.shape[-1])
         positions = input_pos % self.max_cache_len
         bs = k.size(0)
         return batched_index_copy_(self.k[:bs, ...], -2, positions, k), batched_index_copy_(self.v[:bs, ...], -2, positions, v)
 
+    def check_tokens(self, tokens: int) -> None:
+        """litgpt's check of a sliding window: a call of more tokens would overwrite positions it reads."""
+        if self.is_sliding_window and tokens > self.limit:
+            raise ValueError(
+                f"Prefill length ({tokens}) exceeds the sliding window size ({self.limit}): prefill in chunks of "
+                f"at most {self.limit} tokens"
+            )
+
+    @torch.inference_mode(False)
     def empty_buffers(self, capacity: int) -> list[torch.Tensor]:
-        """Buffers for ``capacity`` positions, zeros, as litgpt's cache starts."""
+        """Buffers for ``capacity`` positions, zeros, as litgpt's cache starts; normal tensors, as litgpt's
+        ``set_kv_cache`` makes them, even within ``generate``'s ``inference_mode``: Dynamo guards on the kind,
+        so that the torch.compile executor's regions would compile again for each."""
         return [t.new_zeros(*t.shape[:2], capacity, t.shape[3]) for t in (self.k, self.v)]
 
     def use(self, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -108,6 +117,7 @@ def _copy_into_larger(old: list[torch.Tensor], new: list[torch.Tensor]) -> None:
         n.index_copy_(2, torch.arange(o.shape[2], device=o.device), o)
 
 
+@torch.inference_mode(False)  # normal tensors, wherever it is called (GrowingKVCache.empty_buffers)
 def set_kv_cache(
     model: torch.nn.Module,
     *,
@@ -116,7 +126,7 @@ def set_kv_cache(
     rope_cache_length: int | None = None,
     device: torch.device | None = None,
     dtype: torch.dtype | None = None,
-    min_capacity: int = 128,
+    min_capacity: int = MIN_CAPACITY,
 ) -> None:
     """litgpt's ``GPT.set_kv_cache`` with caches that grow with the positions they hold (the module's rules).
 
@@ -149,10 +159,16 @@ def set_kv_cache(
         cache = GrowingKVCache(template, min(capacity, template.max_cache_len), device=device, dtype=dtype)
         block.attn.kv_cache = cache
         changed |= {f"transformer.h.{i}.attn.kv_cache.{name}": getattr(cache, name) for name in ("k", "v")}
-    gpt.mask_cache = build_mask_cache(capacity, device)
+    gpt.mask_cache = _mask(capacity, device)
     if isinstance(model, ThunderModule):
         _refresh_thunder_module(model, changed)
     model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity)
+
+
+@torch.inference_mode(False)
+def _mask(capacity: int, device: torch.device | None) -> torch.Tensor:
+    """litgpt's attention mask for ``capacity`` positions, a normal tensor (``GrowingKVCache.empty_buffers``)."""
+    return build_mask_cache(capacity, device)
 
 
 def _gpt_of(model: torch.nn.Module) -> GPT:
@@ -235,11 +251,11 @@ class BucketedForward:
 
     def _takes(self, idx: torch.Tensor, input_pos: torch.Tensor) -> bool:
         """Whether the call has shapes litgpt accepts (``idx`` (B, T), ``input_pos`` (T,) or (B, T)) and at most
-        as many tokens as every cache holds."""
+        ``max_seq_length`` tokens."""
         tokens = idx.shape[-1]
         if idx.dim() != 2 or input_pos.dim() not in (1, 2) or input_pos.shape[-1] != tokens:
             return False
-        return 0 < tokens <= min(self.gpt.max_seq_length, *(c.limit for c in self.caches))
+        return 0 < tokens <= self.gpt.max_seq_length
 
     def _checked_last_position(self, idx: torch.Tensor, input_pos: torch.Tensor) -> int:
         """The largest position, once the call is known to fit the caches."""
@@ -249,6 +265,8 @@ class BucketedForward:
                 f"`idx` holds {idx.shape[0]} sequences, but the KV cache holds {self.batch_size} "
                 "(the batch_size given to thunder_ext.set_kv_cache)"
             )
+        for cache in self.caches:
+            cache.check_tokens(idx.shape[1])
         low, high = (int(p) for p in torch.aminmax(input_pos))
         if low < 0 or high >= limit:  # litgpt's own words for a position past max_seq_length
             raise ValueError(f"Positions in 'input_pos' must be in [0,{limit}): got positions from {low} to {high}")
@@ -271,7 +289,7 @@ class BucketedForward:
                 self.grow(old, new)
         for (_, cache), k, v in zip(resized, new[0::2], new[1::2]):
             cache.use(k, v)
-        self.gpt.mask_cache = build_mask_cache(capacity, self.gpt.mask_cache.device)
+        self.gpt.mask_cache = _mask(capacity, self.gpt.mask_cache.device)
         if isinstance(self.model, ThunderModule):
             changed = {f"transformer.h.{i}.attn.kv_cache.{n}": getattr(c, n) for i, c in resized for n in ("k", "v")}
             _refresh_thunder_module(self.model, changed)
