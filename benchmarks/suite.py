@@ -27,6 +27,8 @@ from thunder_ext.benchmarks import (
     compile_time,
     decode,
     entry_points,
+    generate,
+    generate_session,
     kv_cache_write,
     kv_idioms,
     prefill,
@@ -39,6 +41,8 @@ from thunder_ext.extras import require
 CASES = {
     "kv_write": kv_cache_write,
     "decode": decode,
+    "generate": generate,
+    "generate_session": generate_session,
     "prefill": prefill,
     "adam": adam,
     "compile": compile_time,

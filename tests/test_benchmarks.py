@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from thunder_ext.benchmarks import compile_scaling, entry_points, kv_cache_write
+from thunder_ext.benchmarks import compile_scaling, entry_points, generate, generate_session, kv_cache_write
 from thunder_ext.benchmarks.measure import RUNNERS, THUNDER_EXT_TC, THUNDER_TC, Allocations, allocations
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.benchmarks.suite import parse, record_targets, targets_page
@@ -105,3 +105,42 @@ def test_compile_scaling_targets_follow_the_measurements():
                       "torch.compile executor: pass time per write within 1.5x from 100 to 1,000 writes": True}  # fmt: skip
     assert [met[1][text] for text in met[0]] == [True, True, False, False, False, False]
     assert compile_scaling.report(quadratic).rows[-1][-1] == "-"  # not measured at 3,000 writes
+
+
+def _generate_result(growing: float, positions: int, same: bool) -> generate.Result:
+    per_token = dict.fromkeys(generate.RUNNERS, 1e-3) | {generate.GROWING: growing}
+    counts = dict.fromkeys(generate.RUNNERS, 2)
+    return generate.Result(per_token, counts, dict.fromkeys(generate.RUNNERS, 2**20), dict.fromkeys(generate.RUNNERS, positions),
+                           dict.fromkeys(generate.RUNNERS, 2**16), dict.fromkeys(generate.RUNNERS, True) | {generate.EAGER: same})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "growing, positions, same, met",
+    [(1e-3, 256, True, [True, True, True]), (1.1e-3, 256, True, [False, True, True]),
+     (1e-3, 2048, True, [True, False, True]), (1e-3, 256, False, [True, True, False])],
+)  # fmt: skip
+def test_generate_targets_follow_the_measurements(growing, positions, same, met):
+    table = generate.report({(2048, 128): _generate_result(growing, positions, same), (2048, 512): _generate_result(1, 4096, True)})
+    assert [t.met for t in table.targets] == met  # the 512-token row has no target of its own
+    assert len(table.rows) == 2
+
+
+def _session(seconds: float, compiled: list[int], tokens: list[list[int]]) -> generate_session.Session:
+    return generate_session.Session([seconds / len(compiled)] * len(compiled), compiled, tokens)
+
+
+@pytest.mark.parametrize(
+    "growing_compiled, growing_seconds, met",
+    [([2, 0, 0, 2], 90.0, [True, True, True, True]),  # lengths 5, 7, 10, 14: one bucket (128)
+     ([2, 1, 0, 0], 90.0, [False, False, True, True]),  # a third compilation in the bucket, by a prompt seen before
+     ([2, 0, 0, 0], 101.0, [True, True, False, True])],  # more than twice torch.compile's 50 s
+)  # fmt: skip
+def test_session_targets_follow_the_measurements(growing_compiled, growing_seconds, met, monkeypatch):
+    monkeypatch.setattr(generate_session, "LENGTHS", (5, 7, 10, 300))  # buckets 128, 128, 128, 512
+    tokens = [[1], [2], [3], [4]]
+    results = {r: _session(10.0, [0, 0, 0, 0], tokens) for r in generate.RUNNERS}
+    results[generate.DYNAMIC] = _session(50.0, [1, 0, 0, 0], tokens)
+    results[generate.GROWING] = _session(growing_seconds, growing_compiled, tokens)
+    table = generate_session.report(results)
+    assert [t.met for t in table.targets] == met
+    assert table.rows[-1][0] == "all"
