@@ -22,15 +22,18 @@ from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
 from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, seconds, status
-from thunder_ext.benchmarks.report import Table, Target, figure, mib, ms, ratio, save
+from thunder_ext.benchmarks.report import Table, Target, mib, ms, plot_per_length, ratio
 from thunder_ext.demo import small_model
 
 PROMPT = 16
 NEW_TOKENS = (128, 512)
 EAGER, STOCK, EXT = "eager", "thunder.jit", "thunder_ext.jit"
 GROWING, GROWING_TC = "thunder_ext.jit, growing cache", "thunder_ext.jit + torch.compile ex, growing cache"
+# thunder.compile's default recipe (with thunder's default executors, as on a CPU): it prunes the prologue's
+# checks of module members, which thunder_ext.jit keeps
+GROWING_PLUGIN = 'thunder.compile(plugins="inplace"), growing cache'
 DYNAMIC = "torch.compile(dynamic=True)"
-RUNNERS = (EAGER, STOCK, EXT, GROWING, GROWING_TC, DYNAMIC)
+RUNNERS = (EAGER, STOCK, EXT, GROWING, GROWING_PLUGIN, GROWING_TC, DYNAMIC)
 
 
 def runner(name: str, base: torch.nn.Module) -> torch.nn.Module:
@@ -46,11 +49,13 @@ def runner(name: str, base: torch.nn.Module) -> torch.nn.Module:
         compiled = thunder_ext.jit(model)
     elif name == GROWING_TC:
         compiled = thunder_ext.jit(model, executors=[torch_compile_ex, *thunder.get_default_executors()])
+    elif name == GROWING_PLUGIN:
+        compiled = thunder.compile(model, recipe=thunder_ext.DefaultExecutorsRecipe(), plugins="inplace")
     elif name == DYNAMIC:
         compiled = torch.compile(model, dynamic=True)
     else:
         raise ValueError(f"unknown runner {name!r}; expected one of {RUNNERS}")
-    if name in (GROWING, GROWING_TC):
+    if name in (GROWING, GROWING_PLUGIN, GROWING_TC):
         thunder_ext.set_kv_cache(compiled, batch_size=1)
     else:
         model.set_kv_cache(batch_size=1)
@@ -158,29 +163,23 @@ def report(results: dict[tuple[int, int], Result]) -> Table:
             "k and v buffers of all layers seen after a call; mask: litgpt's attention mask beside them."
         ),
         columns=["max_seq_length", "new tokens", *(f"{r} ms/token" for r in RUNNERS), "growing / eager",
-                 "growing + tc ex / eager", *(f"{r} compiled" for r in RUNNERS), "KV MiB (litgpt / growing)",
+                 "growing, thunder.compile / eager", "growing + tc ex / eager", *(f"{r} compiled" for r in RUNNERS), "KV MiB (litgpt / growing)",
                  "mask MiB (litgpt / growing)", "tokens as eager's"],  # fmt: skip
     )
     for (length, new), r in results.items():
         table.rows.append(
             [str(length), str(new), *(ms(r.per_token[n]) for n in RUNNERS), ratio(r.per_token[GROWING], r.per_token[EAGER]),
-             ratio(r.per_token[GROWING_TC], r.per_token[EAGER]), *(str(r.compiled[n]) for n in RUNNERS),
+             ratio(r.per_token[GROWING_PLUGIN], r.per_token[EAGER]), ratio(r.per_token[GROWING_TC], r.per_token[EAGER]), *(str(r.compiled[n]) for n in RUNNERS),
              f"{mib(r.kv_bytes[EAGER])} / {mib(r.kv_bytes[GROWING])}", f"{mib(r.mask_bytes[EAGER])} / {mib(r.mask_bytes[GROWING])}",
              "all" if all(r.same_tokens.values()) else "not: " + ", ".join(n for n, s in r.same_tokens.items() if not s)]
         )  # fmt: skip
     table.targets = _targets(results)
 
     def plot(path: Path, machine: str) -> None:
-        news = sorted({new for _, new in results})
-        fig, axes = figure("litgpt generate (demo model), ms per new token", machine, ncols=len(news))
-        for ax, new in zip(axes, news):
-            lengths = [length for length, n in results if n == new]
-            for name in RUNNERS:
-                ax.plot(lengths, [results[length, new].per_token[name] * 1e3 for length in lengths], marker="o", label=name)
-            ax.set(xscale="log", yscale="log", xlabel="max_seq_length", ylabel="ms per new token (median)",
-                   title=f"{PROMPT}-token prompt, {new} new tokens")  # fmt: skip
-            ax.legend(fontsize=7)
-        save(fig, path)
+        panels = {f"{PROMPT}-token prompt, {new} new tokens": {L: r.per_token for (L, n), r in results.items() if n == new}
+                  for new in sorted({n for _, n in results})}  # fmt: skip
+        plot_per_length(path, machine, "litgpt generate (demo model), ms per new token", panels, RUNNERS,
+                        "ms per new token (median)", log_time=True)  # fmt: skip
 
     table.plot = plot
     return table

@@ -73,6 +73,20 @@ def figure(title: str, machine: str, *, ncols: int = 1):
     return fig, list(axes[0])
 
 
+def plot_per_length(path: Path, machine: str, title: str, panels: dict[str, dict[int, dict[str, float]]],
+                    runners: tuple[str, ...], ylabel: str, *, log_time: bool = False) -> None:
+    """One panel per entry of ``panels`` (its title: max_seq_length -> runner -> seconds), a line per runner in
+    ms against max_seq_length."""
+    fig, axes = figure(title, machine, ncols=len(panels))
+    for ax, (panel, by_length) in zip(axes, panels.items()):
+        lengths = sorted(by_length)
+        for runner in runners:
+            ax.plot(lengths, [by_length[length][runner] * 1e3 for length in lengths], marker="o", label=runner)
+        ax.set(xscale="log", yscale="log" if log_time else "linear", xlabel="max_seq_length", ylabel=ylabel, title=panel)
+        ax.legend(fontsize=7)
+    save(fig, path)
+
+
 def save(fig, path: Path) -> None:
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     fig.savefig(path, dpi=110)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from thunder_ext.benchmarks import compile_scaling, entry_points, generate, generate_session, kv_cache_write
+from thunder_ext.benchmarks import compile_scaling, decode, entry_points, generate, generate_session, kv_cache_write
 from thunder_ext.benchmarks.measure import RUNNERS, THUNDER_EXT_TC, THUNDER_TC, Allocations, allocations
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.benchmarks.suite import parse, record_targets, targets_page
@@ -144,3 +144,15 @@ def test_session_targets_follow_the_measurements(growing_compiled, growing_secon
     table = generate_session.report(results)
     assert [t.met for t in table.targets] == met
     assert table.rows[-1][0] == "all"
+
+
+def test_decode_targets_hold_the_growing_cache_to_eager_as_litgpt_runs_it():
+    def result(growing: float) -> decode.Result:
+        seconds = dict.fromkeys(decode.DECODE_RUNNERS, 1e-3) | {generate.GROWING: growing}
+        no_allocation = dict.fromkeys(decode.DECODE_RUNNERS, Allocations(0, 0, 0))
+        return decode.Result(seconds, no_allocation, 2**20, (8, 8), dict.fromkeys(decode.DECODE_RUNNERS, 0.0))
+
+    table = decode.report({(1, 512): result(1e-3), (1, 8192): result(1.2e-3)})
+    growing = [(t.text, t.met) for t in table.targets if generate.GROWING in t.text]
+    assert growing == [(f"decode at 512, batch 1: {generate.GROWING} at most 1.0x eager", True),
+                       (f"decode at 8192, batch 1: {generate.GROWING} at most 1.0x eager", False)]  # fmt: skip

@@ -175,6 +175,23 @@ def test_an_eager_model_grows_its_cache_and_generates_litgpts_tokens():
     assert ours.max_seq_length == 64
 
 
+def test_a_call_for_a_list_of_logits_grows_the_cache_too():
+    # lm_head_chunk_size: litgpt returns the logits in chunks; the call grows the cache, and is not chunked itself
+    torch.manual_seed(0)
+    theirs = small_llama(n_layer=1, block_size=64)
+    eager, jitted = copy.deepcopy(theirs), thunder_ext.jit(copy.deepcopy(theirs))
+    theirs.set_kv_cache(batch_size=1, max_seq_length=32)
+    x = torch.randint(0, VOCAB, (1, 6))
+    with torch.inference_mode():
+        want = theirs(x, torch.arange(6), lm_head_chunk_size=4)
+        for ours in (eager, jitted):
+            thunder_ext.set_kv_cache(ours, batch_size=1, max_seq_length=32, min_capacity=4)
+            got = ours(x, torch.arange(6), lm_head_chunk_size=4)
+            assert len(got) == len(want) == 2 and capacity(ours) == 8
+            for g, w in zip(got, want):
+                assert_close(g, w)
+
+
 # Bad input: the error names the argument, before anything is written or resized
 
 

@@ -224,8 +224,8 @@ class BucketedForward:
                 "it fits to the cache's buckets"
             )
         self.grew = False
-        if input_pos is None or lm_head_chunk_size or not self._holds_its_caches() or not self._takes(idx, input_pos):
-            # no cache, a list of logits, caches set anew by litgpt, or a call the model refuses with its own error
+        if input_pos is None or not self._holds_its_caches() or not self._takes(idx, input_pos):
+            # no cache, caches set anew by litgpt, or a call the model refuses with its own error
             return self.forward(idx, input_pos, input_pos_maxp1, lm_head_chunk_size)
         last = self._checked_last_position(idx, input_pos)
         # every sequence starting anew: nothing to keep (a single token's first position is its last)
@@ -233,7 +233,9 @@ class BucketedForward:
         if starts or last >= self.capacity:
             self._set_capacity(capacity_for(last + 1, self.min_capacity, self.gpt.max_seq_length), copy=not starts)
         if not self.compiled:
-            return self.forward(idx, input_pos, input_pos_maxp1)
+            return self.forward(idx, input_pos, input_pos_maxp1, lm_head_chunk_size)
+        if lm_head_chunk_size:  # a list of logits: one call at the capacity, compiled for its own length
+            return self.forward(idx, input_pos, self.capacity, lm_head_chunk_size)
         length = 1 if idx.shape[1] == 1 else self.chunk_length()
         logits = [self._compiled_call(chunk, pos, n) for chunk, pos, n in _chunks(idx, input_pos, length)]
         return logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)
