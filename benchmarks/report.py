@@ -83,6 +83,8 @@ def plot_per_length(path: Path, machine: str, title: str, panels: dict[str, dict
         for runner in runners:
             ax.plot(lengths, [by_length[length][runner] * 1e3 for length in lengths], marker="o", label=runner)
         ax.set(xscale="log", yscale="log" if log_time else "linear", xlabel="max_seq_length", ylabel=ylabel, title=panel)
+        ax.set_xticks(lengths, [str(length) for length in lengths], minor=False)
+        ax.set_xticks([], minor=True)  # the measured lengths alone: log-scale minor labels overlap them
         ax.legend(fontsize=7)
     save(fig, path)
 
