@@ -172,7 +172,8 @@ class Pair:
     def __init__(self, model: torch.nn.Module, *, context=contextlib.nullcontext, growing: bool = False,
                  min_capacity: int = 8, **tolerance):  # fmt: skip
         self.eager, self.copy = model, copy.deepcopy(model)
-        self.jitted = thunder_ext.jit(self.copy, strict=growing)  # the growth copy too: strict raises on a copy
+        # with the growing cache, strict: a write left a copy raises, the growth copy's too (its jit takes the model's)
+        self.jitted = thunder_ext.jit(self.copy, strict=growing)
         self.context, self.tolerance = context, tolerance
         self.growing, self.min_capacity = growing, min_capacity
 

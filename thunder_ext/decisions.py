@@ -11,6 +11,14 @@ from thunder_ext.dynamo import thunder_subgraphs
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 
+@runtime_checkable
+class RunsCompiledWritesFirst(Protocol):
+    """A module's ``forward`` that runs compiled writes of its own before the module's compiled call
+    (``thunder_ext.growing_cache.BucketedForward``: the growth copy)."""
+
+    def decisions_before(self) -> list[InplaceDecision]: ...
+
+
 def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
     """How each ``copy_to_out_`` of the computation trace that ran last runs, and why: the trace that
     ``thunder.last_traces(compiled)`` shows, whichever cache entry it belongs to.
@@ -34,11 +42,3 @@ def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
     # the last recorded trace: transforms after the extension's may append traces of their own
     traces = reversed(thunder.last_traces(compiled))
     return before + next((transform.decisions[t] for t in traces if t in transform.decisions), [])
-
-
-@runtime_checkable
-class RunsCompiledWritesFirst(Protocol):
-    """A module's ``forward`` that runs compiled writes of its own before the module's compiled call
-    (``thunder_ext.growing_cache.BucketedForward``: the growth copy)."""
-
-    def decisions_before(self) -> list[InplaceDecision]: ...
