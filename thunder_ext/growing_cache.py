@@ -42,6 +42,7 @@ from litgpt.model import GPT, KVCache, batched_index_copy_, build_mask_cache
 from thunder.core.module import ThunderModule
 from thunder.core.trace import is_tracing
 
+from thunder_ext.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.executors import inplace_ex
 from thunder_ext.jit import jit
@@ -49,18 +50,8 @@ from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 log = logging.getLogger(__name__)
 
-# The smallest bucket: a 16-token prompt and 112 new tokens before the first growth (docs/benchmarks.md).
-MIN_CAPACITY = 128
 # A chunk is a bucket's eighth: a prompt that starts a sequence takes at most 8 calls, and pads less than one.
 CHUNKS_PER_CAPACITY = 8
-
-
-def capacity_for(positions: int, min_capacity: int, limit: int) -> int:
-    """The smallest bucket, ``min_capacity`` times a power of two, that holds ``positions``, capped at ``limit``."""
-    capacity = min_capacity
-    while capacity < positions:
-        capacity *= 2
-    return min(capacity, limit)
 
 
 class GrowingKVCache(KVCache):
@@ -138,8 +129,7 @@ def set_kv_cache(
     gpt = _gpt_of(model)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"thunder_ext.set_kv_cache: `batch_size` must be a positive int, got {batch_size!r}")
-    if isinstance(min_capacity, bool) or not isinstance(min_capacity, int) or min_capacity < 1:
-        raise ValueError(f"thunder_ext.set_kv_cache: `min_capacity` must be a positive int, got {min_capacity!r}")
+    checked_min_capacity("thunder_ext.set_kv_cache", min_capacity)
     limit = gpt.max_seq_length if max_seq_length is None else max_seq_length
     if limit > gpt.config.block_size:
         raise ValueError(
