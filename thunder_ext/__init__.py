@@ -12,6 +12,8 @@
 - ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
 - ``set_kv_cache``: a litgpt KV cache that grows in buckets with what it holds, each bucket compiled once
   (``thunder_ext.growing_cache``; litgpt is an extra, imported when it is first asked for).
+- ``GrowingStaticCache``: the same for HF transformers, an HF ``Cache`` (``thunder_ext.hf_cache``; imports
+  transformers when it is first asked for).
 
 What the extension compiles is logged on ``logging.getLogger("thunder_ext")`` (``thunder_ext.logs``).
 """
@@ -48,6 +50,7 @@ __all__ = [
     "CopyToOutError",
     "DefaultExecutorsRecipe",
     "GrowingKVCache",
+    "GrowingStaticCache",
     "Inplace",
     "InplaceDecision",
     "InplaceOrderingError",
@@ -64,10 +67,11 @@ __all__ = [
     "thunderfx",
 ]
 
-_NEEDS_LITGPT = {"set_kv_cache", "GrowingKVCache"}
+# what needs an optional package, imported when first asked for
+_MODULE_OF = {"set_kv_cache": "growing_cache", "GrowingKVCache": "growing_cache", "GrowingStaticCache": "hf_cache"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _NEEDS_LITGPT:
-        return getattr(importlib.import_module("thunder_ext.growing_cache"), name)
+    if name in _MODULE_OF:
+        return getattr(importlib.import_module(f"thunder_ext.{_MODULE_OF[name]}"), name)
     raise AttributeError(f"module 'thunder_ext' has no attribute {name!r}")

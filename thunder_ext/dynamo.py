@@ -13,6 +13,7 @@ call's alias groups, which it reads, is a string check and is kept too) and the 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,10 +44,21 @@ class ThunderCompiler(thunder.dynamo.ThunderCompiler):
 
 def thunderfx(fn: Callable, /, **kwargs: Any) -> ThunderFXCompiledObject:
     """``thunder.dynamo.thunderfx`` with the extension: ``torch.compile``'s options go to it, the others
-    (``executors``, ``transforms``, ``strict``, ``thunder.jit``'s) to ``thunder_ext.ThunderCompiler``."""
+    (``executors``, ``transforms``, ``strict``, ``thunder.jit``'s) to ``thunder_ext.ThunderCompiler``.
+
+    The result has ``fn``'s signature (``inspect.signature``), which HF's ``generate`` reads to decide whether
+    to pass an attention mask. Given an HF model's ``forward``, it makes the model's ``generate`` default to
+    ``thunder_ext.GrowingStaticCache`` (``thunder_ext.hf_cache.use_growing_cache_by_default``).
+    """
     compile_kwargs = get_torch_compile_kwargs(**kwargs)
     backend = ThunderCompiler(**{k: v for k, v in kwargs.items() if k not in compile_kwargs})
-    return ThunderFXCompiledObject(backend, torch.compile(fn, backend=backend, **compile_kwargs))
+    compiled = ThunderFXCompiledObject(backend, torch.compile(fn, backend=backend, **compile_kwargs))
+    compiled.__wrapped__ = fn
+    if "transformers" in sys.modules:  # only an HF model's forward can need it, and then transformers is loaded
+        from thunder_ext.hf_cache import use_growing_cache_by_default
+
+        use_growing_cache_by_default(getattr(fn, "__self__", None))
+    return compiled
 
 
 def thunder_subgraphs(compiled: object) -> list[Callable]:
