@@ -95,6 +95,7 @@ def test_decode_grows_the_cache_at_each_bucket_edge_and_a_new_sequence_starts_sm
     assert sum(m.startswith("thunder_ext: compiled the growth copy for a KV cache of") for m in logged) == 2
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: the torch.compile executor has test_litgpt_kvcache's sliding window
 def test_a_sliding_window_cache_grows_up_to_its_window_then_wraps_beside_a_growing_global_one():
     eager, jitted = eager_and_jitted(limit=32, min_capacity=4, n_layer=2, sliding_window_size=8,
                                      sliding_window_indices=[1, 0])  # fmt: skip
@@ -129,6 +130,7 @@ def test_a_prefill_at_each_length_bucket_edge_and_one_past_it_compiles_once_per_
     assert misses == [1, 2, 2, 3, 3]  # a new bucket compiles its chunk once; a length in a seen bucket, nothing
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: a recipe's pruning, whatever the executors
 def test_pruned_prologue_checks_still_tell_the_buckets_apart():
     # thunder's default recipe prunes the prologue's checks of module buffers (PrunePrologueChecks): the cache's
     # shape no longer tells the compiled entries apart, the capacity passed as `input_pos_maxp1` does
@@ -146,6 +148,7 @@ def test_pruned_prologue_checks_still_tell_the_buckets_apart():
     assert capacity(compiled) == 16 and thunder.cache_misses(compiled) == 3
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: the torch.compile executor has the decode and prefill tests
 def test_litgpts_generate_decodes_eagers_tokens_and_compiles_nothing_for_a_seen_bucket():
     torch.manual_seed(0)
     eager = small_llama(n_layer=1, block_size=64)
@@ -175,6 +178,7 @@ def test_an_eager_model_grows_its_cache_and_generates_litgpts_tokens():
     assert ours.max_seq_length == 64
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: the torch.compile executor has the decode and prefill tests
 def test_a_call_for_a_list_of_logits_grows_the_cache_too():
     # lm_head_chunk_size: litgpt returns the logits in chunks; the call grows the cache, and is not chunked itself
     torch.manual_seed(0)

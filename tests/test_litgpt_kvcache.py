@@ -37,8 +37,11 @@ def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cach
     assert torch.equal(pair.greedy(prompt, 20), expected)
 
 
-@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
-@pytest.mark.parametrize("n_query_groups", [1, 2, 4, 8])
+@pytest.mark.parametrize(
+    "n_query_groups, cache",
+    # the growing cache with grouped queries once (CI time): litgpt's with each grouping
+    [(n, "litgpt") for n in (1, 2, 4, 8)] + [pytest.param(2, "growing", marks=pytest.mark.executor_sets("defaults"))],
+)
 def test_grouped_query_attention(n_query_groups, cache):
     torch.manual_seed(0)
     pair = Pair(small_llama(n_query_groups=n_query_groups), growing=cache == "growing")
