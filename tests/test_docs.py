@@ -1,12 +1,13 @@
 """Every test name and every path that the docs, docstrings and comments cite exists."""
 
+import copy
 import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.executor_sets("defaults")  # reads files, compiles nothing
+pytestmark = pytest.mark.executor_sets("defaults")  # reads files; the README's HF block picks its own executors
 
 ROOT = Path(__file__).parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -63,3 +64,25 @@ def test_cited_test_names_exist():
             if not found:
                 missing.append(f"{doc.name}: {before}{name}{after}")
     assert not missing, missing
+
+
+def test_the_readmes_hf_forms_run_as_written():
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split("test_the_readmes_hf_forms_run_as_written -->\n```python\n", 1)[1].split("```", 1)[0]
+    imports = block.split("\n", 1)[0]
+    first, alternative = block, imports + "\n" + block.split("# or: ", 1)[1]
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, vocab_size=128, max_position_embeddings=128)  # fmt: skip
+    eager = transformers.LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 128, (1, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = eager.generate(ids, max_new_tokens=64, do_sample=False)
+        for code in (first, alternative):
+            torch._dynamo.reset()
+            scope = {"model": copy.deepcopy(eager), "ids": ids}
+            exec(code, scope)
+            assert torch.equal(scope["tokens"], expected), code

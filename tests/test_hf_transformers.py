@@ -1,16 +1,13 @@
-"""HF transformers' StaticCache, written in place through thunder's "hf-transformers" recipe with the plugin,
-and through ``thunder_ext.thunderfx``; ``thunder_ext.GrowingStaticCache`` and HF's default cache through them.
+"""HF transformers' ``generate`` through each of the extension's entry points, with HF's default cache, its
+``StaticCache`` and ``thunder_ext.GrowingStaticCache``: tokens equal eager's, every cache write in place.
 
-Tiny random Llama and Qwen2 models (2 layers, so 4 cache writes per forward: keys and values of each
-layer, ``StaticLayer.update``'s ``index_copy_``), ``generate(..., cache_implementation="static")`` with
-greedy decoding: tokens equal eager's, and every cache write of the last forward in place.
+Tiny random Llama and Qwen2 models with grouped-query attention (4 heads, 2 key-value heads; 2 layers, so 4
+cache writes per forward: keys and values of each layer, ``StaticLayer.update``'s ``index_copy_``), greedy
+decoding. Eager runs with HF's default ``DynamicCache``, as its users run it, unless the test says otherwise.
 
-Two things of stock thunder 0.2.6 are worked around here, as the docs say
-(docs/design.md#hf-transformers-the-hf-transformers-recipe-and-thunderfx):
-
-- the recipe takes no ``fuser`` and asks for nvFuser, absent on a CPU (``HFTransformersOnThisDevice``);
-- thunder's splitter fails on the attention mask that transformers builds inside the forward
-  (``tree_flatten`` of a tensor): ``generate`` is given ``attention_mask``, so it builds the mask outside.
+What each entry point does with the default cache (docs/design.md#hf-transformers-the-hf-transformers-recipe-and-thunderfx):
+``thunderfx`` and ``thunder_ext.HFTransformersRecipe`` replace it by a growing cache; ``ThunderCompiler``, which
+never sees the model, and thunder's own recipe with the plugin refuse it with an error that names the cache to pass.
 """
 
 from __future__ import annotations
@@ -27,22 +24,13 @@ transformers = pytest.importorskip("transformers")
 from thunder.recipes import HFTransformers  # noqa: E402  (imports transformers)
 
 from thunder_ext.buckets import capacity_for  # noqa: E402
-from thunder_ext.hf_cache import GrowingStaticCache  # noqa: E402
+from thunder_ext.hf_transformers import GrowingStaticCache, HFTransformersRecipe  # noqa: E402
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-            vocab_size=128, max_position_embeddings=64)  # fmt: skip
+            vocab_size=128, max_position_embeddings=128)  # fmt: skip
 MODELS = {"llama": transformers.LlamaForCausalLM, "qwen2": transformers.Qwen2ForCausalLM}
 CACHE_WRITES_PER_FORWARD = 2 * TINY["num_hidden_layers"]
-
-
-class HFTransformersOnThisDevice(HFTransformers):
-    """thunder's hf-transformers recipe with torch.compile as its fuser where nvFuser is absent: the recipe
-    takes no ``fuser`` and lists "nvfuser", which becomes ``None`` among its executors on a CPU."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        if thunder.extend.get_executor("nvfuser") is None:
-            self.executor_names[self.executor_names.index("nvfuser")] = "torchcompile"
+NEW_TOKENS = 64
 
 
 @pytest.fixture(autouse=True)
@@ -57,10 +45,9 @@ def model(name: str) -> torch.nn.Module:
     return MODELS[name](getattr(transformers, f"{MODELS[name].__name__.removesuffix('ForCausalLM')}Config")(**TINY)).eval()
 
 
-def generate(m, ids: torch.Tensor) -> torch.Tensor:
+def greedy(m, ids: torch.Tensor, new_tokens: int = NEW_TOKENS, **kwargs):
     with torch.no_grad():
-        return m.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
-                          cache_implementation="static")  # fmt: skip
+        return m.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True, **kwargs)
 
 
 def prompt() -> torch.Tensor:
@@ -72,40 +59,39 @@ def cache_writes(compiled) -> list:
     return [d for d in thunder_ext.inplace_decisions(compiled) if ".index_copy_(2, " in d.source]
 
 
-@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
-@pytest.mark.parametrize("name", MODELS)
-def test_generate_through_the_hf_recipe_with_the_plugin_writes_the_static_cache_in_place(name):
-    eager = model(name)
-    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersOnThisDevice(), plugins="inplace")
-    assert torch.equal(generate(compiled, prompt()), generate(eager, prompt()))
+def all_in_place(compiled, graphs: int | None = None) -> list:
+    """The cache writes of what ran last, each in place: 4 per graph, and ``graphs`` graphs if given."""
     writes = cache_writes(compiled)
-    assert len(writes) == CACHE_WRITES_PER_FORWARD and all(d.how != "copy" for d in writes), writes
+    assert writes and len(writes) % CACHE_WRITES_PER_FORWARD == 0 and all(d.how != "copy" for d in writes), writes
+    assert graphs is None or len(writes) == graphs * CACHE_WRITES_PER_FORWARD, writes
+    return writes
+
+
+@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
+@pytest.mark.parametrize("name, cache", [("llama", "default"), ("qwen2", "static")])  # each model once: CI time
+def test_generate_through_the_extensions_recipe_with_the_plugin_writes_the_cache_in_place(name, cache):
+    eager = model(name)
+    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
+    kwargs = {"cache_implementation": "static"} if cache == "static" else {}
+    out = greedy(compiled, prompt(), **kwargs)
+    assert torch.equal(out.sequences, greedy(eager, prompt()).sequences)
+    assert type(out.past_key_values) is (transformers.StaticCache if cache == "static" else GrowingStaticCache)
+    all_in_place(compiled, graphs=1)  # the last call's: a decode step
 
 
 def test_generate_through_thunderfx_writes_the_static_cache_in_place():
     eager, twin = model("llama"), model("llama")
     twin.forward = thunder_ext.thunderfx(twin.forward)
-    assert torch.equal(generate(twin, prompt()), generate(eager, prompt()))
-    writes = cache_writes(twin.forward)  # the prefill's forward and the decode steps'
-    assert len(writes) == 2 * CACHE_WRITES_PER_FORWARD and all(d.how != "copy" for d in writes), writes
-
-
-def greedy(m, ids: torch.Tensor, new_tokens: int, **kwargs):
-    with torch.no_grad():
-        return m.generate(ids, max_new_tokens=new_tokens, do_sample=False, return_dict_in_generate=True, **kwargs)
-
-
-def all_in_place(compiled, writes_per_graph: int = CACHE_WRITES_PER_FORWARD) -> list:
-    writes = cache_writes(compiled)
-    assert writes and len(writes) % writes_per_graph == 0 and all(d.how != "copy" for d in writes), writes
-    return writes
+    out = greedy(twin, prompt(), attention_mask=torch.ones_like(prompt()), cache_implementation="static")
+    assert torch.equal(out.sequences, greedy(eager, prompt()).sequences)
+    all_in_place(twin.forward, graphs=2)  # the prefill's forward and the decode steps'
 
 
 def test_generate_with_its_default_cache_through_thunderfx_writes_a_growing_cache_in_place():
     eager, twin = model("llama"), model("llama")
     twin.forward = thunder_ext.thunderfx(twin.forward)
     ids = prompt()
-    out, expected = greedy(twin, ids, 64), greedy(eager, ids, 64)  # no attention_mask: generate makes one
+    out, expected = greedy(twin, ids), greedy(eager, ids)  # no attention_mask: generate makes one
     assert torch.equal(out.sequences, expected.sequences)
     assert isinstance(expected.past_key_values, transformers.DynamicCache)
     assert isinstance(out.past_key_values, GrowingStaticCache) and twin.generation_config.cache_implementation is None
@@ -141,15 +127,47 @@ def test_a_batch_of_two_left_padded_prompts_of_different_lengths_matches_eager()
     all_in_place(twin.forward)
 
 
+def thunders_recipe_on_this_device() -> HFTransformers:
+    recipe = HFTransformers()  # thunder's own, its fuser renamed where nvFuser is absent, as the README says
+    if thunder.extend.get_executor("nvfuser") is None:
+        recipe.executor_names[recipe.executor_names.index("nvfuser")] = "torchcompile"
+    return recipe
+
+
 @pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
-def test_generate_through_the_hf_recipe_with_the_plugin_writes_the_growing_cache_in_place():
+def test_thunders_recipe_with_the_plugin_writes_a_growing_cache_when_asked_and_refuses_the_default():
     eager = model("llama")
-    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersOnThisDevice(), plugins="inplace")
+    compiled = thunder.compile(copy.deepcopy(eager), recipe=thunders_recipe_on_this_device(), plugins="inplace")
     out = greedy(compiled, prompt(), 8, cache_implementation="growing")
     assert torch.equal(out.sequences, greedy(eager, prompt(), 8).sequences)
     assert isinstance(out.past_key_values, GrowingStaticCache)
-    writes = cache_writes(compiled)
-    assert len(writes) == CACHE_WRITES_PER_FORWARD and all(d.how != "copy" for d in writes), writes
+    all_in_place(compiled, graphs=1)
+    with pytest.raises(NotImplementedError, match=r"HF's DynamicCache \(generate\(\)'s default cache\) grows by torch.cat.*"
+                                                  r"cache_implementation='growing'"):  # fmt: skip
+        greedy(compiled, prompt(), 8)
+
+
+def test_generate_through_thunder_compiler_writes_a_growing_cache_in_place_and_refuses_the_default():
+    eager, twin = model("llama"), model("llama")
+    backend = thunder_ext.ThunderCompiler()
+    twin.forward = torch.compile(twin.forward, backend=backend)
+    out = greedy(twin, prompt(), cache_implementation="growing")
+    assert torch.equal(out.sequences, greedy(eager, prompt()).sequences)
+    all_in_place(backend)
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=r"this graph calls torch.vmap.*"
+                                                                      r"cache_implementation='growing'"):  # fmt: skip
+        greedy(twin, prompt(), 2)
+
+
+@pytest.mark.executor_sets("defaults")  # nothing compiled
+def test_jit_of_an_hf_model_says_generate_runs_it_uncompiled_once_and_that_it_has_not_run():
+    jitted = thunder_ext.jit(model("llama"))
+    with pytest.raises(ValueError, match=r"^thunder_ext.inplace_decisions: the compiled LlamaForCausalLM has not run yet: call it first$"):
+        thunder_ext.inplace_decisions(jitted)
+    with pytest.warns(UserWarning, match=r"thunder_ext.jit\(LlamaForCausalLM\).generate\(\) runs the model uncompiled") as warned:
+        greedy(jitted, prompt(), 2)
+        greedy(jitted, prompt(), 2)
+    assert sum("thunder_ext.jit" in str(w.message) for w in warned) == 1
 
 
 @pytest.mark.executor_sets("defaults")  # nothing compiled

@@ -12,8 +12,9 @@
 - ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
 - ``set_kv_cache``: a litgpt KV cache that grows in buckets with what it holds, each bucket compiled once
   (``thunder_ext.growing_cache``; litgpt is an extra, imported when it is first asked for).
-- ``GrowingStaticCache``: the same for HF transformers, an HF ``Cache`` (``thunder_ext.hf_cache``; imports
-  transformers when it is first asked for).
+- ``GrowingStaticCache``: the same for HF transformers, an HF ``Cache``; ``HFTransformersRecipe``, thunder's
+  recipe on any device with that cache as ``generate()``'s default (``thunder_ext.hf_transformers``; imports
+  transformers when first asked for).
 
 What the extension compiles is logged on ``logging.getLogger("thunder_ext")`` (``thunder_ext.logs``).
 """
@@ -51,6 +52,7 @@ __all__ = [
     "DefaultExecutorsRecipe",
     "GrowingKVCache",
     "GrowingStaticCache",
+    "HFTransformersRecipe",
     "Inplace",
     "InplaceDecision",
     "InplaceOrderingError",
@@ -68,7 +70,12 @@ __all__ = [
 ]
 
 # what needs an optional package, imported when first asked for
-_MODULE_OF = {"set_kv_cache": "growing_cache", "GrowingKVCache": "growing_cache", "GrowingStaticCache": "hf_cache"}
+_MODULE_OF = {
+    "set_kv_cache": "growing_cache",
+    "GrowingKVCache": "growing_cache",
+    "GrowingStaticCache": "hf_transformers",
+    "HFTransformersRecipe": "hf_transformers",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -37,6 +37,9 @@ def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
     transform = next((t for t in thunder.compile_data(compiled).transforms if isinstance(t, InplaceTransform)), None)
     if transform is None:
         raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")
+    if thunder.compile_stats(compiled).last_traces is None:  # thunder's own error holds the whole module's repr
+        what = type(getattr(compiled, "_model", compiled)).__name__
+        raise ValueError(f"thunder_ext.inplace_decisions: the compiled {what} has not run yet: call it first")
     forward = getattr(compiled, "forward", None)
     before = forward.decisions_before() if isinstance(forward, RunsCompiledWritesFirst) else []
     # the last recorded trace: transforms after the extension's may append traces of their own

@@ -20,12 +20,17 @@ from typing import Any
 import thunder
 import thunder.dynamo
 import torch
+import torch._functorch.predispatch
 from thunder.core.transforms import Transform
 from thunder.dynamo.compiler import ThunderFXCompiledObject
 from thunder.dynamo.utils import get_torch_compile_kwargs
 from thunder.extend import Executor
 
 from thunder_ext.jit import with_extension
+
+
+# how a Dynamo graph enters torch.vmap, before and after pre-dispatch tracing
+_ENTERS_VMAP = (torch._C._functorch._vmap_increment_nesting, torch._functorch.predispatch._vmap_increment_nesting)
 
 
 class ThunderCompiler(thunder.dynamo.ThunderCompiler):
@@ -41,6 +46,19 @@ class ThunderCompiler(thunder.dynamo.ThunderCompiler):
     ) -> None:
         super().__init__(**with_extension(executors, transforms, strict), **thunder_options)
 
+    def __call__(self, gm: torch.fx.GraphModule, sample_args: list) -> Callable:
+        if any(node.target in _ENTERS_VMAP for node in gm.graph.nodes):
+            # thunder 0.2.6's splitter fails on the batched values of a vmap (tree_flatten of a Tensor), outside
+            # the check that would send the node to Inductor; HF's mask is the one such graph users meet
+            raise NotImplementedError(
+                "thunder_ext.ThunderCompiler: this graph calls torch.vmap, which thunder 0.2.6's splitter cannot "
+                "take. HF transformers builds its attention mask so inside the forward when generate() uses its "
+                "default DynamicCache: pass generate(..., cache_implementation='growing') "
+                "(thunder_ext.GrowingStaticCache, written in place) or past_key_values=thunder_ext.GrowingStaticCache"
+                "(...), or compile with model.forward = thunder_ext.thunderfx(model.forward), which uses it by default"
+            )
+        return super().__call__(gm, sample_args)
+
 
 def thunderfx(fn: Callable, /, **kwargs: Any) -> ThunderFXCompiledObject:
     """``thunder.dynamo.thunderfx`` with the extension: ``torch.compile``'s options go to it, the others
@@ -48,14 +66,14 @@ def thunderfx(fn: Callable, /, **kwargs: Any) -> ThunderFXCompiledObject:
 
     The result has ``fn``'s signature (``inspect.signature``), which HF's ``generate`` reads to decide whether
     to pass an attention mask. Given an HF model's ``forward``, it makes the model's ``generate`` default to
-    ``thunder_ext.GrowingStaticCache`` (``thunder_ext.hf_cache.use_growing_cache_by_default``).
+    ``thunder_ext.GrowingStaticCache`` (``thunder_ext.hf_transformers.use_growing_cache_by_default``).
     """
     compile_kwargs = get_torch_compile_kwargs(**kwargs)
     backend = ThunderCompiler(**{k: v for k, v in kwargs.items() if k not in compile_kwargs})
     compiled = ThunderFXCompiledObject(backend, torch.compile(fn, backend=backend, **compile_kwargs))
     compiled.__wrapped__ = fn
     if "transformers" in sys.modules:  # only an HF model's forward can need it, and then transformers is loaded
-        from thunder_ext.hf_cache import use_growing_cache_by_default
+        from thunder_ext.hf_transformers import use_growing_cache_by_default
 
         use_growing_cache_by_default(getattr(fn, "__self__", None))
     return compiled

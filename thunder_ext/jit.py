@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,7 +40,12 @@ def jit(
     """
     if is_optimizer_step(fn):
         return JittedOptimizerStep(fn.__self__, jit, executors=executors, transforms=transforms, strict=strict, **kwargs)
-    return thunder_jit(fn, **with_extension(executors, transforms, strict), **kwargs)
+    jitted = thunder_jit(fn, **with_extension(executors, transforms, strict), **kwargs)
+    if "transformers" in sys.modules:  # an HF model's generate() calls the model itself, not what this returns
+        from thunder_ext.hf_transformers import warn_that_generate_runs_uncompiled
+
+        warn_that_generate_runs_uncompiled(fn, jitted)
+    return jitted
 
 
 def with_extension(

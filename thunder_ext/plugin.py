@@ -18,8 +18,10 @@ for executors and transforms alike):
 
 from __future__ import annotations
 
+import sys
+
 import thunder
-from thunder.core.recipe import Plugin, PluginPolicy
+from thunder.core.recipe import Lookaside, Plugin, PluginPolicy
 from thunder.core.transforms import Transform
 from thunder.extend import Executor
 from thunder.plugins import register_plugin
@@ -42,6 +44,13 @@ class Inplace(Plugin):
 
     def setup_transforms(self) -> list[Transform]:
         return [InplaceTransform(strict=self.strict)]
+
+    def setup_lookasides(self) -> list[Lookaside]:
+        if "transformers" not in sys.modules:  # no HF model can be compiled without it loaded
+            return []
+        from thunder_ext.hf_transformers import dynamic_cache_lookaside
+
+        return [dynamic_cache_lookaside()]
 
 
 register_plugin("inplace", Inplace)

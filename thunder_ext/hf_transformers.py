@@ -1,5 +1,6 @@
-"""``thunder_ext.GrowingStaticCache``: HF transformers' ``StaticCache`` with buffers that grow in buckets with the
-positions they hold, for ``generate(past_key_values=...)`` through any of the extension's entry points.
+"""HF transformers under the extension: ``thunder_ext.GrowingStaticCache``, HF's ``StaticCache`` with buffers that
+grow in buckets with the positions they hold; ``generate()``'s default cache replaced by it; and
+``thunder_ext.HFTransformersRecipe``, thunder's recipe on any device, with that default.
 
 HF's default cache, ``DynamicCache``, grows by ``torch.cat`` (a new cache each step, a shape for each length)
 and is not compileable, so the model builds its attention mask inside the compiled forward, with ``torch.vmap``,
@@ -27,13 +28,18 @@ Only growth needs the positions' values, so it needs them on the host: a model c
 
 from __future__ import annotations
 
+import functools
 import logging
+import warnings
 from typing import Any
 
+import thunder
 import torch
 from thunder.core.trace import is_tracing
+from thunder.recipes import HFTransformers
 from transformers import GenerationConfig, GenerationMixin, StaticCache
-from transformers.cache_utils import Cache, StaticLayer
+from thunder.core.recipe import Lookaside
+from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
 
 from thunder_ext.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
 
@@ -159,6 +165,64 @@ def use_growing_cache_by_default(model: object) -> None:
         "thunder_ext: %s.generate() without a cache of its own now uses thunder_ext.GrowingStaticCache, written in "
         "place, where HF would use DynamicCache, which thunder cannot compile", type(model).__name__,
     )  # fmt: skip
+
+
+def refuse_dynamic_cache(*args: Any, **kwargs: Any) -> None:
+    raise NotImplementedError(
+        "thunder_ext: HF's DynamicCache (generate()'s default cache) grows by torch.cat, a new shape each step that "
+        "thunder compiles anew: pass generate(..., cache_implementation='growing') (thunder_ext.GrowingStaticCache, "
+        "written in place) or past_key_values=thunder_ext.GrowingStaticCache(...), or compile with "
+        "recipe=thunder_ext.HFTransformersRecipe(), which uses it by default"
+    )
+
+
+def dynamic_cache_lookaside() -> Lookaside:
+    """Under thunder's interpreter, a write into a ``DynamicCache`` raises ``refuse_dynamic_cache``'s error while
+    tracing, before anything runs, instead of failing later in thunder."""
+    return Lookaside(fn=DynamicLayer.update, replace_with=refuse_dynamic_cache)
+
+
+def warn_that_generate_runs_uncompiled(model: object, jitted: torch.nn.Module) -> None:
+    """``thunder_ext.jit(model).generate(...)``, for an HF model, warns once that it runs ``model`` uncompiled:
+    HF's ``generate`` calls the model it is bound to, and thunder's interpreter cannot trace an HF forward
+    without the lookasides and transforms of thunder's recipe (its mask is made with ``torch.vmap``)."""
+    if not isinstance(model, GenerationMixin):
+        return
+    generate = model.generate
+    warned = False
+
+    @functools.wraps(generate)
+    def generate_uncompiled(*args: Any, **kwargs: Any) -> Any:
+        nonlocal warned
+        if not warned:
+            warned = True
+            warnings.warn(
+                f"thunder_ext.jit({type(model).__name__}).generate() runs the model uncompiled: HF's generate calls "
+                "the model itself. Compile an HF model with model.forward = thunder_ext.thunderfx(model.forward), or "
+                "thunder.compile(model, recipe=thunder_ext.HFTransformersRecipe(), plugins='inplace')",
+                stacklevel=2,
+            )
+        return generate(*args, **kwargs)
+
+    jitted.generate = generate_uncompiled
+
+
+class HFTransformersRecipe(HFTransformers):
+    """thunder's ``"hf-transformers"`` recipe, on any device, with ``generate()``'s default cache a
+    ``GrowingStaticCache``: ``thunder.compile(model, recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")``.
+
+    thunder 0.2.6's recipe takes no ``fuser`` and always lists nvFuser, which becomes ``None`` among its executors
+    where nvFuser does not load (a CPU), and ``thunder.jit`` refuses that; this one takes torch.compile's there.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if thunder.extend.get_executor("nvfuser") is None:
+            self.executor_names[self.executor_names.index("nvfuser")] = "torchcompile"
+
+    def apply(self, model: torch.nn.Module) -> torch.nn.Module:
+        use_growing_cache_by_default(model)
+        return super().apply(model)
 
 
 register_cache_implementation()
