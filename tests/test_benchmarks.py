@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from thunder_ext.benchmarks import compile_scaling, decode, entry_points, generate, generate_session, kv_cache_write
+from thunder_ext.benchmarks import compile_scaling, decode, entry_points, generate, generate_session, hf_generate, kv_cache_write
 from thunder_ext.benchmarks.measure import RUNNERS, THUNDER_EXT_TC, THUNDER_TC, Allocations, allocations
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.benchmarks.suite import parse, record_targets, targets_page
@@ -123,6 +123,22 @@ def test_generate_targets_follow_the_measurements(growing, positions, same, met)
     table = generate.report({(2048, 128): _generate_result(growing, positions, same), (2048, 512): _generate_result(1, 4096, True)})
     assert [t.met for t in table.targets] == met  # the 512-token row has no target of its own
     assert len(table.rows) == 2
+
+
+@pytest.mark.parametrize(
+    "growing, copies, same, met",
+    [(1e-3, 0, True, [True, True, True, True]), (1.2e-3, 0, True, [False, False, True, True]),
+     (1e-3, 1, True, [True, True, True, False]), (1e-3, 0, False, [True, True, False, True])],
+)  # fmt: skip
+def test_hf_generate_targets_follow_the_measurements(growing, copies, same, met):
+    runners = hf_generate.RUNNERS
+    per_token = dict.fromkeys(runners, 1.1e-3) | {hf_generate.FX_DEFAULT: growing}
+    result = hf_generate.Result(per_token, dict.fromkeys(runners, 2), dict.fromkeys(runners, 2**20),
+                                dict.fromkeys(runners, "StaticCache"), dict.fromkeys(runners, True) | {hf_generate.EAGER_STATIC: same},
+                                dict.fromkeys(runners, 0) | {hf_generate.RECIPE_STATIC: copies})  # fmt: skip
+    table = hf_generate.report({512: result})
+    assert [t.met for t in table.targets] == met
+    assert len(table.rows) == len(runners)
 
 
 def _session(seconds: float, compiled: list[int], tokens: list[list[int]]) -> generate_session.Session:

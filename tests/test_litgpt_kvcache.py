@@ -102,8 +102,15 @@ def test_set_kv_cache_again_between_generations(cache):
     assert first_buffers[0] is not first_buffers[1], "set_kv_cache must give new buffers"
 
 
-@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
-@pytest.mark.parametrize("name", THUNDER_VARIANTS)
+# the growing cache with two of thunder's variants (CI time): a llama with condensed rope and gpt-neox (parallel residual)
+GROWN_VARIANTS = ("long-context-like", "gpt-neox-like")
+
+
+@pytest.mark.parametrize(
+    "name, cache",
+    [(n, "litgpt") for n in THUNDER_VARIANTS]
+    + [pytest.param(n, "growing", marks=pytest.mark.executor_sets("defaults")) for n in GROWN_VARIANTS],
+)
 def test_thunder_kvcache_variants_prefill_then_decode(name, cache):
     torch.manual_seed(0)
     model = litgpt.model.GPT(ThunderTestConfig.from_name(name))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 # the command -> (the modules it imports, the pyproject extra that installs them)
 NEEDS: dict[str, tuple[Sequence[str], str]] = {
     "thunder-ext demo": (("litgpt",), "demo"),
-    "thunder-ext bench": (("litgpt", "matplotlib", "tqdm"), "bench"),
+    "thunder-ext bench": (("litgpt", "matplotlib", "tqdm", "transformers"), "bench"),
 }
 
 
