@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import statistics
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 import thunder
 import torch
@@ -28,7 +28,7 @@ NEW_TOKENS = 512
 EAGER_DYNAMIC, EAGER_STATIC = "eager, DynamicCache", "eager, StaticCache"
 FX_DEFAULT, FX_STATIC = "thunderfx, default (growing)", "thunderfx, StaticCache"
 RECIPE_DEFAULT, RECIPE_STATIC = "HFTransformersRecipe + plugin, default (growing)", "HFTransformersRecipe + plugin, StaticCache"
-BACKEND_GROWING = 'ThunderCompiler, cache_implementation="growing"'
+BACKEND_GROWING = "ThunderCompiler, GrowingStaticCache passed"
 INDUCTOR_STATIC = "torch.compile(fullgraph=True), StaticCache"
 RUNNERS = (EAGER_DYNAMIC, EAGER_STATIC, FX_DEFAULT, FX_STATIC, RECIPE_DEFAULT, RECIPE_STATIC, BACKEND_GROWING,
            INDUCTOR_STATIC)  # fmt: skip
@@ -52,6 +52,22 @@ class Runner:
     model: torch.nn.Module  # what generate is called on
     compiled: object  # what inplace_decisions reads (None for eager and Inductor)
     kwargs: dict
+    preparing: list[float] = field(default_factory=lambda: [0.0])  # seconds in prepare_inputs_for_generation
+
+    def __post_init__(self) -> None:
+        """Time ``generate``'s own step work, its inputs and (for a static cache) its attention mask, apart from
+        the forward: the model's ``prepare_inputs_for_generation``, wrapped on the instance."""
+        owner = getattr(self.model, "_model", self.model)  # the recipe's ThunderModule reads the model's
+        prepare = owner.prepare_inputs_for_generation
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return prepare(*args, **kwargs)
+            finally:
+                self.preparing[0] += time.perf_counter() - start
+
+        owner.prepare_inputs_for_generation = timed
 
 
 def runner(name: str, base: torch.nn.Module) -> Runner:
@@ -69,7 +85,7 @@ def runner(name: str, base: torch.nn.Module) -> Runner:
     if name == BACKEND_GROWING:
         backend = thunder_ext.ThunderCompiler()
         model.forward = torch.compile(model.forward, backend=backend)
-        return Runner(model, backend, {"cache_implementation": "growing"})
+        return Runner(model, backend, {"growing": True})
     return Runner(model, None, kwargs)
 
 
@@ -78,9 +94,12 @@ def prompt() -> torch.Tensor:
 
 
 def generate(r: Runner, ids: torch.Tensor, new: int):
+    kwargs = dict(r.kwargs)
+    if kwargs.pop("growing", False):  # a cache of the call's length, as HF makes a static one
+        kwargs["past_key_values"] = thunder_ext.GrowingStaticCache(r.model.config, ids.shape[1] + new)
     with torch.no_grad():
         return r.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
-                                do_sample=False, return_dict_in_generate=True, **r.kwargs)  # fmt: skip
+                                do_sample=False, return_dict_in_generate=True, **kwargs)  # fmt: skip
 
 
 def compiled_so_far(name: str, r: Runner) -> int:
@@ -99,6 +118,7 @@ def cache_bytes(cache) -> tuple[int, str]:
 @dataclass
 class Result:
     per_token: dict[str, float]  # median seconds of a generate call over its new tokens
+    preparing: dict[str, float]  # of which in prepare_inputs_for_generation (the call of the median)
     compiled: dict[str, int]  # thunder cache entries or Dynamo graphs, over every call
     kv_bytes: dict[str, int]  # the cache after a call (its largest: every cache only grows within a call)
     cache_type: dict[str, str]
@@ -118,19 +138,19 @@ def measure(new: int, device: torch.device, quick: bool) -> Result:
     runners = {name: runner(name, base) for name in RUNNERS}
     ids = prompt()
     expected = generate(runners[EAGER_DYNAMIC], ids, new).sequences
-    per_call: dict[str, list[float]] = {name: [] for name in RUNNERS}
+    per_call: dict[str, list[tuple[float, float]]] = {name: [] for name in RUNNERS}
     compiled, same = dict.fromkeys(RUNNERS, 0), dict.fromkeys(RUNNERS, True)
     kv, kind, copies = dict.fromkeys(RUNNERS, 0), dict.fromkeys(RUNNERS, ""), dict.fromkeys(RUNNERS, 0)
 
     def call(name: str, timed: bool) -> None:
         status(f"{'timing' if timed else 'compiling and warming up'} {name}, {new} tokens")
         r = runners[name]
-        before = compiled_so_far(name, r)
+        before, r.preparing[0] = compiled_so_far(name, r), 0.0
         with contextlib.nullcontext() if timed else gc_paused():
             out = []
             took = seconds(lambda: out.append(generate(r, ids, new)), device)
         if timed:
-            per_call[name].append(took / new)
+            per_call[name].append((took / new, r.preparing[0] / new))
         same[name] &= torch.equal(out[0].sequences, expected)
         compiled[name] += compiled_so_far(name, r) - before
         kv[name], kind[name] = max(kv[name], cache_bytes(out[0].past_key_values)[0]), cache_bytes(out[0].past_key_values)[1]
@@ -142,7 +162,9 @@ def measure(new: int, device: torch.device, quick: bool) -> Result:
     for _ in range(2 if quick else 3):
         for name in RUNNERS:
             call(name, timed=True)
-    return Result({n: statistics.median(s) for n, s in per_call.items()}, compiled, kv, kind, same, copies)
+    medians = {n: sorted(calls)[len(calls) // 2] for n, calls in per_call.items()}  # the median call, both parts
+    return Result({n: m[0] for n, m in medians.items()}, {n: m[1] for n, m in medians.items()}, compiled, kv, kind,
+                  same, copies)  # fmt: skip
 
 
 def report(results: dict[int, Result]) -> Table:
@@ -154,15 +176,17 @@ def report(results: dict[int, Result]) -> Table:
             f"a {PROMPT}-token prompt with its attention mask, batch 1. Per token: median wall time of a `generate` call "
             "over its new tokens (prefill included), the runners taking turns call by call after a first call each. "
             "Compiled: thunder cache entries (the recipe) or Dynamo graphs (the others), over every call. Cache: every "
-            "layer's keys and values after a call. Copies: cache writes of the last call left copies."
+            "layer's keys and values after a call. Copies: cache writes of the last call left copies. Generate's inputs "
+            "and mask: the time of the median call in the model's `prepare_inputs_for_generation`, per token, which "
+            "builds the 4D attention mask there for a static cache, eagerly, with `torch.vmap`."
         ),
-        columns=["new tokens", "runner", "ms/token", "/ eager DynamicCache", "/ torch.compile StaticCache",
-                 "compiled", "cache", "cache MiB", "copies", "tokens as eager's"],  # fmt: skip
+        columns=["new tokens", "runner", "ms/token", "of which generate's inputs and mask", "/ eager DynamicCache",
+                 "/ torch.compile StaticCache", "compiled", "cache", "cache MiB", "copies", "tokens as eager's"],  # fmt: skip
     )
     for new, r in results.items():
         for n in RUNNERS:
             table.rows.append(
-                [str(new), n, ms(r.per_token[n]), ratio(r.per_token[n], r.per_token[EAGER_DYNAMIC]),
+                [str(new), n, ms(r.per_token[n]), ms(r.preparing[n]), ratio(r.per_token[n], r.per_token[EAGER_DYNAMIC]),
                  ratio(r.per_token[n], r.per_token[INDUCTOR_STATIC]), str(r.compiled[n]), r.cache_type[n],
                  mib(r.kv_bytes[n]), str(r.copies[n]) if n in THUNDER else "-", "yes" if r.same_tokens[n] else "**no**"]
             )  # fmt: skip

@@ -133,7 +133,7 @@ def test_generate_targets_follow_the_measurements(growing, positions, same, met)
 def test_hf_generate_targets_follow_the_measurements(growing, copies, same, met):
     runners = hf_generate.RUNNERS
     per_token = dict.fromkeys(runners, 1.1e-3) | {hf_generate.FX_DEFAULT: growing}
-    result = hf_generate.Result(per_token, dict.fromkeys(runners, 2), dict.fromkeys(runners, 2**20),
+    result = hf_generate.Result(per_token, dict.fromkeys(runners, 1e-4), dict.fromkeys(runners, 2), dict.fromkeys(runners, 2**20),
                                 dict.fromkeys(runners, "StaticCache"), dict.fromkeys(runners, True) | {hf_generate.EAGER_STATIC: same},
                                 dict.fromkeys(runners, 0) | {hf_generate.RECIPE_STATIC: copies})  # fmt: skip
     table = hf_generate.report({512: result})

@@ -13,6 +13,7 @@ never sees the model, and thunder's own recipe with the plugin refuse it with an
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import thunder
@@ -24,7 +25,7 @@ transformers = pytest.importorskip("transformers")
 from thunder.recipes import HFTransformers  # noqa: E402  (imports transformers)
 
 from thunder_ext.buckets import capacity_for  # noqa: E402
-from thunder_ext.hf_transformers import GrowingStaticCache, HFTransformersRecipe  # noqa: E402
+from thunder_ext.hf_transformers import GrowingStaticCache, HFTransformersRecipe, masks_for_generate  # noqa: E402
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, max_position_embeddings=128)  # fmt: skip
@@ -135,27 +136,27 @@ def thunders_recipe_on_this_device() -> HFTransformers:
 
 
 @pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
-def test_thunders_recipe_with_the_plugin_writes_a_growing_cache_when_asked_and_refuses_the_default():
+def test_thunders_recipe_with_the_plugin_writes_a_growing_cache_passed_and_refuses_the_default():
     eager = model("llama")
     compiled = thunder.compile(copy.deepcopy(eager), recipe=thunders_recipe_on_this_device(), plugins="inplace")
-    out = greedy(compiled, prompt(), 8, cache_implementation="growing")
+    out = greedy(compiled, prompt(), 8, past_key_values=GrowingStaticCache(compiled.config))
     assert torch.equal(out.sequences, greedy(eager, prompt(), 8).sequences)
     assert isinstance(out.past_key_values, GrowingStaticCache)
     all_in_place(compiled, graphs=1)
     with pytest.raises(NotImplementedError, match=r"HF's DynamicCache \(generate\(\)'s default cache\) grows by torch.cat.*"
-                                                  r"cache_implementation='growing'"):  # fmt: skip
+                                                  r"past_key_values=thunder_ext.GrowingStaticCache\(config=model.config\)"):  # fmt: skip
         greedy(compiled, prompt(), 8)
 
 
-def test_generate_through_thunder_compiler_writes_a_growing_cache_in_place_and_refuses_the_default():
+def test_generate_through_thunder_compiler_writes_a_growing_cache_passed_and_refuses_the_default():
     eager, twin = model("llama"), model("llama")
     backend = thunder_ext.ThunderCompiler()
     twin.forward = torch.compile(twin.forward, backend=backend)
-    out = greedy(twin, prompt(), cache_implementation="growing")
+    out = greedy(twin, prompt(), past_key_values=GrowingStaticCache(twin.config))
     assert torch.equal(out.sequences, greedy(eager, prompt()).sequences)
     all_in_place(backend)
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=r"this graph calls torch.vmap.*"
-                                                                      r"cache_implementation='growing'"):  # fmt: skip
+                                                                      r"past_key_values=thunder_ext.GrowingStaticCache\(config=model.config\)"):  # fmt: skip
         greedy(twin, prompt(), 2)
 
 
@@ -171,10 +172,36 @@ def test_jit_of_an_hf_model_says_generate_runs_it_uncompiled_once_and_that_it_ha
 
 
 @pytest.mark.executor_sets("defaults")  # nothing compiled
+@pytest.mark.parametrize("name", MODELS)  # Llama's config names no layer kinds (one mask), Qwen2's does (a dict)
+@pytest.mark.parametrize(
+    "batch, padded, start, queries",
+    [(1, 0, 0, 6), (1, 0, 6, 1), (2, 3, 0, 7), (2, 3, 7, 1), (1, 0, 0, 8), (2, 0, 10, 1)],
+    ids=["prefill", "decode", "padded-prefill", "padded-decode", "prefill-of-a-whole-bucket", "decode-that-grows"],
+)
+def test_the_growing_caches_masks_are_hfs(name, batch, padded, start, queries):
+    config = model(name).config
+
+    def masks(make):
+        cache = GrowingStaticCache(config, 64, max_batch_size=batch, min_capacity=8)
+        attention_mask = torch.ones(batch, start + queries, dtype=torch.long)
+        attention_mask[-1, :padded] = 0
+        return make(config, torch.empty(batch, queries), attention_mask, torch.arange(start, start + queries), cache)
+
+    ours, hfs = masks(functools.partial(masks_for_generate, transformers.masking_utils.create_masks_for_generate)), masks(
+        transformers.masking_utils.create_masks_for_generate
+    )
+    assert type(ours) is type(hfs)
+    pairs = [(ours[k], hfs[k]) for k in hfs] if isinstance(hfs, dict) else [(ours, hfs)]
+    assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in pairs)
+
+
+@pytest.mark.executor_sets("defaults")  # nothing compiled
 def test_a_position_past_the_limit_is_refused_before_anything_is_resized():
     cache = GrowingStaticCache(config=model("llama").config, max_batch_size=1, max_cache_len=16, min_capacity=4)
     cache.reserve(torch.arange(3))
-    cache.layers[0].keys.fill_(1.0)
+    states = torch.ones(1, TINY["num_key_value_heads"], 3, TINY["hidden_size"] // TINY["num_attention_heads"])
+    for i in range(len(cache.layers)):  # written as a forward writes (a layer of transformers 4.56 on is made so)
+        cache.update(states, states, i, {"cache_position": torch.arange(3)})
     before = [(layer.keys.clone(), layer.capacity) for layer in cache.layers]
     with pytest.raises(ValueError, match=r"`cache_position` runs from 15 to 16, but the cache holds positions \[0, 16\)"):
         cache.reserve(torch.tensor([15, 16]))

@@ -53,9 +53,9 @@ class ThunderCompiler(thunder.dynamo.ThunderCompiler):
             raise NotImplementedError(
                 "thunder_ext.ThunderCompiler: this graph calls torch.vmap, which thunder 0.2.6's splitter cannot "
                 "take. HF transformers builds its attention mask so inside the forward when generate() uses its "
-                "default DynamicCache: pass generate(..., cache_implementation='growing') "
-                "(thunder_ext.GrowingStaticCache, written in place) or past_key_values=thunder_ext.GrowingStaticCache"
-                "(...), or compile with model.forward = thunder_ext.thunderfx(model.forward), which uses it by default"
+                "default DynamicCache: pass generate(..., past_key_values=thunder_ext.GrowingStaticCache(config=model."
+                "config)), written in place, or compile with model.forward = thunder_ext.thunderfx(model.forward), which "
+                "uses it by default"
             )
         return super().__call__(gm, sample_args)
 

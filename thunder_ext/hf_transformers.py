@@ -31,34 +31,49 @@ from __future__ import annotations
 import functools
 import logging
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import thunder
 import torch
 from thunder.core.trace import is_tracing
 from thunder.recipes import HFTransformers
-from transformers import GenerationConfig, GenerationMixin, StaticCache
 from thunder.core.recipe import Lookaside
+from transformers import GenerationConfig, GenerationMixin, PretrainedConfig, StaticCache
 from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
+from transformers.generation.utils import GenerationMode
+from transformers.masking_utils import create_masks_for_generate
 
 from thunder_ext.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
 
 log = logging.getLogger(__name__)
 
 
+# transformers 4.56 made cache layers lazy: a layer allocates its buffers at its first write, from the states it
+# is given, and a cache is built from its layers; 4.55 (thunder 0.2.6's pin) allocates them when it is made
+LAZY_LAYERS = hasattr(StaticLayer, "lazy_initialization")
+
+
 class GrowingLayer(StaticLayer):
     """A ``StaticLayer`` whose buffers hold ``capacity`` of its ``max_cache_len`` positions."""
 
-    min_capacity = MIN_CAPACITY  # ``GrowingStaticCache`` sets its own
-
-    def __init__(self, max_cache_len: int, *args: Any, **kwargs: Any) -> None:
-        # ``StaticLayer``'s arguments (it ignores ``sliding_window``, as ``StaticCache`` does); buffers of a bucket
-        super().__init__(min(self.min_capacity, max_cache_len), *args, **kwargs)
+    def __init__(self, max_cache_len: int, *args: Any, min_capacity: int = MIN_CAPACITY, **kwargs: Any) -> None:
+        # ``StaticLayer``'s arguments (4.55's ``sliding_window`` is ignored, as ``StaticCache`` ignores it)
+        self.min_capacity, self.pending = min_capacity, min(min_capacity, max_cache_len)
+        super().__init__(self.pending, *args, **kwargs)  # 4.55 allocates a bucket here, a lazy layer later
         self.max_cache_len = max_cache_len  # the limit, as HF reads it; the buffers hold ``capacity``
 
     @property
     def capacity(self) -> int:
-        return self.keys.shape[2]
+        """The positions the buffers hold, or will hold when a lazy layer makes them."""
+        return self.keys.shape[2] if self.keys is not None else self.pending
+
+    def lazy_initialization(self, key_states: torch.Tensor) -> None:
+        limit, self.max_cache_len = self.max_cache_len, self.pending  # StaticLayer allocates ``max_cache_len``
+        try:
+            super().lazy_initialization(key_states)
+        finally:
+            self.max_cache_len = limit
 
     def get_max_cache_shape(self) -> int:
         return self.capacity  # the buffers' length, which ``generate`` gives the attention mask
@@ -69,6 +84,9 @@ class GrowingLayer(StaticLayer):
     def resize(self, capacity: int, *, copy: bool) -> None:
         """Buffers of ``capacity`` positions, zeros past the first ``capacity`` ones copied if ``copy``."""
         if capacity == self.capacity:
+            return
+        if self.keys is None:  # a lazy layer not written yet: it will allocate this bucket
+            self.pending = capacity
             return
         old = (self.keys, self.values)
         self.keys, self.values = (t.new_zeros(*t.shape[:2], capacity, t.shape[3]) for t in old)
@@ -86,19 +104,34 @@ class GrowingLayer(StaticLayer):
 
 
 class GrowingStaticCache(StaticCache):
-    """HF's ``StaticCache`` grown in buckets (the module's rules): the same arguments, plus ``min_capacity``,
-    the smallest bucket. ``max_cache_len`` is the limit; ``generate`` passes it as ``past_key_values``::
+    """HF's ``StaticCache`` grown in buckets (the module's rules). ``max_cache_len`` is the limit (the model's
+    ``max_position_embeddings`` if None: a limit costs nothing until it is reached); ``min_capacity`` is the
+    smallest bucket; ``max_batch_size``, ``device`` and ``dtype`` are ``StaticCache``'s (transformers 4.56 and later
+    take them from the first write). ``generate`` takes it as ``past_key_values``::
 
-        cache = thunder_ext.GrowingStaticCache(config=model.config, max_batch_size=1, max_cache_len=4096)
-        model.generate(ids, attention_mask=mask, past_key_values=cache, max_new_tokens=512)
+        model.generate(ids, attention_mask=mask, past_key_values=thunder_ext.GrowingStaticCache(config=model.config))
     """
 
-    def __init__(self, *args: Any, min_capacity: int = MIN_CAPACITY, **kwargs: Any) -> None:
-        self.min_capacity = checked_min_capacity("thunder_ext.GrowingStaticCache", min_capacity)
-        Cache.__init__(self, GrowingLayer, *args, **kwargs)
-        for layer in self.layers:
-            layer.min_capacity = min_capacity
-            layer.reset()
+    def __init__(self, config: PretrainedConfig, max_cache_len: int | None = None, *, max_batch_size: int = 1,
+                 min_capacity: int = MIN_CAPACITY, **kwargs: Any) -> None:  # fmt: skip
+        checked_min_capacity("thunder_ext.GrowingStaticCache", min_capacity)
+        text = config.get_text_config(decoder=True)
+        limit = text.max_position_embeddings if max_cache_len is None else max_cache_len
+        kinds = set(getattr(text, "layer_types", None) or ())
+        if not hasattr(text, "layer_types"):  # as HF infers them: all sliding, all chunked, or all full
+            windowed = getattr(text, "sliding_window", None) is not None or getattr(text, "attention_chunk_size", None)
+            kinds = {"sliding or chunked attention"} if windowed else set()
+        if kinds - {"full_attention"}:
+            raise ValueError(
+                "thunder_ext.GrowingStaticCache holds full-attention layers only; this model has "
+                f"{sorted(kinds - {'full_attention'})} layers: pass HF's StaticCache instead"
+            )
+        if LAZY_LAYERS:
+            layers = [GrowingLayer(limit, min_capacity=min_capacity) for _ in range(text.num_hidden_layers)]
+            Cache.__init__(self, layers=layers)
+        else:
+            Cache.__init__(self, functools.partial(GrowingLayer, min_capacity=min_capacity), config=config,
+                           max_batch_size=max_batch_size, max_cache_len=limit, **kwargs)  # fmt: skip
 
     def get_mask_sizes(self, cache_position: torch.Tensor, layer_idx: int) -> tuple[int, int]:
         if not is_tracing():  # thunder's interpreter cannot read the positions' values; ``reserve`` says so
@@ -123,29 +156,18 @@ class GrowingStaticCache(StaticCache):
                 layer.resize(capacity_for(high + 1, layer.min_capacity, limit), copy=not starts)
 
 
-CACHE_IMPLEMENTATION = "growing"
-
-
-def register_cache_implementation() -> None:
-    """``generate(..., cache_implementation="growing")`` makes a ``GrowingStaticCache`` of ``max_length``
-    positions, as ``"static"`` makes a ``StaticCache``. transformers 4.55 keeps its cache implementations in two
-    module-level registries with no function to add one; this is the one place the extension writes them."""
-    from transformers.generation import configuration_utils
-
-    configuration_utils.NEED_SETUP_CACHE_CLASSES_MAPPING[CACHE_IMPLEMENTATION] = GrowingStaticCache
-    if CACHE_IMPLEMENTATION not in configuration_utils.ALL_CACHE_IMPLEMENTATIONS:
-        configuration_utils.ALL_CACHE_IMPLEMENTATIONS.append(CACHE_IMPLEMENTATION)
-
-
 def use_growing_cache_by_default(model: object) -> None:
     """``model.generate()`` makes a ``GrowingStaticCache`` where it would have made HF's default ``DynamicCache``,
     which no entry point of thunder 0.2.6 can compile (the module's docstring): when the call passes no cache,
     names no cache implementation, and the model's configuration names none either. Anything that is not an HF
     model able to use a static cache is left as it is.
 
-    transformers 4.55 decides the default in ``GenerationMixin._prepare_cache_for_generation``, with no setting
-    that a cache passed to ``generate`` would not then contradict ("passing both ``cache_implementation`` and
-    ``past_key_values``"), so the model's own method is wrapped, on this instance only.
+    transformers decides the default in ``GenerationMixin._prepare_cache_for_generation``, with no setting that a
+    cache passed to ``generate`` would not then contradict ("passing both ``cache_implementation`` and
+    ``past_key_values``"), so the model's own method is wrapped, on this instance only: it puts the cache where a
+    caller's would be. Its arguments after the first two are positional in every version since 4.55, and differ:
+    ``assistant_model, batch_size, max_cache_length, device`` (4.55), ``generation_mode, batch_size,
+    max_cache_length`` (4.56 on).
     """
     if not isinstance(model, GenerationMixin) or "_prepare_cache_for_generation" in vars(model):
         return
@@ -154,25 +176,59 @@ def use_growing_cache_by_default(model: object) -> None:
     prepare = model._prepare_cache_for_generation
 
     def prepare_growing_by_default(generation_config: GenerationConfig, model_kwargs: dict, *args: Any) -> Any:
-        default = getattr(model.config.get_text_config(decoder=True), "cache_implementation", None)
-        takes_default = generation_config.cache_implementation is None and default is None
-        if takes_default and generation_config.use_cache and model_kwargs.get("past_key_values") is None:
-            generation_config.cache_implementation = CACHE_IMPLEMENTATION  # this call's copy of the config
+        assistant_or_mode, batch_size, max_cache_length = args[:3]
+        mode = (assistant_or_mode if isinstance(assistant_or_mode, GenerationMode)
+                else generation_config.get_generation_mode(assistant_or_mode))  # fmt: skip
+        named = generation_config.cache_implementation or getattr(
+            model.config.get_text_config(decoder=True), "cache_implementation", None
+        )
+        # assisted generation and contrastive search roll their cache back, which only HF's dynamic cache does
+        rolls_back = mode in (GenerationMode.ASSISTED_GENERATION, GenerationMode.CONTRASTIVE_SEARCH)
+        if named is None and not rolls_back and generation_config.use_cache and model_kwargs.get("past_key_values") is None:
+            sequences = max(generation_config.num_beams, generation_config.num_return_sequences) * batch_size
+            model_kwargs["past_key_values"] = GrowingStaticCache(
+                model.config, max_cache_length, max_batch_size=sequences, device=model.device, dtype=model.dtype
+            )
         return prepare(generation_config, model_kwargs, *args)
 
     model._prepare_cache_for_generation = prepare_growing_by_default
+    model.create_masks_for_generate = functools.partial(
+        masks_for_generate, getattr(model, "create_masks_for_generate", create_masks_for_generate)
+    )
     log.info(
         "thunder_ext: %s.generate() without a cache of its own now uses thunder_ext.GrowingStaticCache, written in "
         "place, where HF would use DynamicCache, which thunder cannot compile", type(model).__name__,
     )  # fmt: skip
 
 
+def masks_for_generate(make_masks: Callable, config: PretrainedConfig, input_embeds: torch.Tensor,
+                       attention_mask: torch.Tensor | None, cache_position: torch.Tensor, past_key_values: Cache | None,
+                       position_ids: torch.Tensor | None = None, **kwargs: Any) -> Any:  # fmt: skip
+    """``generate``'s attention masks (``create_masks_for_generate``, which a model may define as its own) for a
+    ``GrowingStaticCache``, equal to HF's: the causal mask over the cache's capacity and the 2D padding mask, as
+    ``sdpa`` takes it (a bool tensor, batch x 1 x queries x capacity). HF builds it each
+    step with ``torch.vmap`` over every position, milliseconds a token (docs/benchmarks.md); this broadcasts. Any
+    other cache, attention or mask is ``make_masks``'s."""
+    text = config.get_text_config()
+    other = kwargs.get("or_mask_function") or kwargs.get("and_mask_function") or kwargs.get("token_type_ids") is not None
+    if (not isinstance(past_key_values, GrowingStaticCache) or attention_mask is None or attention_mask.ndim != 2
+            or text._attn_implementation != "sdpa" or other):  # fmt: skip
+        return make_masks(config, input_embeds, attention_mask, cache_position, past_key_values, position_ids, **kwargs)
+    kv_length, _ = past_key_values.get_mask_sizes(cache_position, 0)  # where the cache grows
+    padding = attention_mask[:, :kv_length].bool()
+    padding = torch.nn.functional.pad(padding, (0, kv_length - padding.shape[-1]))  # positions not written: False
+    # HF lets SDPA's is_causal stand for the mask only where the cache is not compileable: never here
+    causal = torch.arange(kv_length, device=cache_position.device) <= cache_position[:, None]
+    mask = causal[None, None] & padding[:, None, None, :]
+    # one mask per kind of layer where the config names them, as HF returns them; a growing cache has one kind
+    return {kind: mask for kind in set(text.layer_types)} if hasattr(text, "layer_types") else mask
+
+
 def refuse_dynamic_cache(*args: Any, **kwargs: Any) -> None:
     raise NotImplementedError(
         "thunder_ext: HF's DynamicCache (generate()'s default cache) grows by torch.cat, a new shape each step that "
-        "thunder compiles anew: pass generate(..., cache_implementation='growing') (thunder_ext.GrowingStaticCache, "
-        "written in place) or past_key_values=thunder_ext.GrowingStaticCache(...), or compile with "
-        "recipe=thunder_ext.HFTransformersRecipe(), which uses it by default"
+        "thunder compiles anew: pass generate(..., past_key_values=thunder_ext.GrowingStaticCache(config=model.config)), "
+        "written in place, or compile with recipe=thunder_ext.HFTransformersRecipe(), which uses it by default"
     )
 
 
@@ -224,5 +280,3 @@ class HFTransformersRecipe(HFTransformers):
         use_growing_cache_by_default(model)
         return super().apply(model)
 
-
-register_cache_implementation()
