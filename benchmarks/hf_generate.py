@@ -6,15 +6,19 @@ the whole cache each step) and with ``StaticCache``; the extension through ``thu
 (without ``mode="reduce-overhead"``, which is CUDA graphs).
 
 Per-token time is a ``generate`` call's wall time over its new tokens (the prefill included), the runners taking
-turns call by call, after a first call of each that compiles.
+turns call by call, after a first call of each that compiles. Each runner lives in a process of its own
+(``_serve``): Dynamo keeps compiled graphs per code object, so in one process every runner's call would first check
+the guards of the graphs of every other runner that compiled the same model (2 ms a token here).
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import multiprocessing
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 
 import thunder
 import torch
@@ -130,41 +134,70 @@ def configs(quick: bool) -> list[int]:
     return [64 if quick else NEW_TOKENS]
 
 
+@dataclass
+class Call:
+    """One ``generate`` call of a runner, as its process reports it."""
+
+    seconds: float
+    preparing: float  # of which in prepare_inputs_for_generation
+    compiled: int  # compilations it caused
+    tokens: list[int]
+    kv_bytes: int
+    cache_type: str
+    copies: int  # writes of its last forward left copies
+
+
+def _serve(name: str, new: int, threads: int, conn: Connection) -> None:
+    """A runner in a process of its own: each message is a call to make (its ``gc_paused`` flag), answered with a
+    ``Call``; None ends it. Dynamo keeps its compiled graphs per code object, and every runner compiles the same
+    model's code: in one process, each call would check the guards of the other runners' graphs first."""
+    torch.set_num_threads(threads)
+    r = runner(name, small_llama())
+    ids = prompt()
+    while (paused := conn.recv()) is not None:
+        before, r.preparing[0] = compiled_so_far(name, r), 0.0
+        with gc_paused() if paused else contextlib.nullcontext():
+            out = []
+            took = seconds(lambda: out.append(generate(r, ids, new)), torch.device("cpu"))
+        kv_bytes, cache_type = cache_bytes(out[0].past_key_values)
+        copies = sum(d.how == "copy" for d in thunder_ext.inplace_decisions(r.compiled)) if r.compiled else 0
+        conn.send(Call(took, r.preparing[0], compiled_so_far(name, r) - before, out[0].sequences[0].tolist(),
+                       kv_bytes, cache_type, copies))  # fmt: skip
+
+
 def measure(new: int, device: torch.device, quick: bool) -> Result:
+    """Each runner in a process of its own (``_serve``), all alive at once and taking turns call by call."""
     if device.type != "cpu":
         raise ValueError("the hf_generate case runs on the CPU")
-    torch._dynamo.reset()
-    base = small_llama()
-    runners = {name: runner(name, base) for name in RUNNERS}
-    ids = prompt()
-    expected = generate(runners[EAGER_DYNAMIC], ids, new).sequences
-    per_call: dict[str, list[tuple[float, float]]] = {name: [] for name in RUNNERS}
-    compiled, same = dict.fromkeys(RUNNERS, 0), dict.fromkeys(RUNNERS, True)
-    kv, kind, copies = dict.fromkeys(RUNNERS, 0), dict.fromkeys(RUNNERS, ""), dict.fromkeys(RUNNERS, 0)
-
-    def call(name: str, timed: bool) -> None:
-        status(f"{'timing' if timed else 'compiling and warming up'} {name}, {new} tokens")
-        r = runners[name]
-        before, r.preparing[0] = compiled_so_far(name, r), 0.0
-        with contextlib.nullcontext() if timed else gc_paused():
-            out = []
-            took = seconds(lambda: out.append(generate(r, ids, new)), device)
-        if timed:
-            per_call[name].append((took / new, r.preparing[0] / new))
-        same[name] &= torch.equal(out[0].sequences, expected)
-        compiled[name] += compiled_so_far(name, r) - before
-        kv[name], kind[name] = max(kv[name], cache_bytes(out[0].past_key_values)[0]), cache_bytes(out[0].past_key_values)[1]
-        if r.compiled is not None:
-            copies[name] = sum(d.how == "copy" for d in thunder_ext.inplace_decisions(r.compiled))
-
+    context = multiprocessing.get_context("spawn")
+    pipes, processes = {}, []
     for name in RUNNERS:
-        call(name, timed=False)
-    for _ in range(2 if quick else 3):
+        pipes[name], theirs = context.Pipe()
+        processes.append(context.Process(target=_serve, args=(name, new, torch.get_num_threads(), theirs)))
+        processes[-1].start()
+    calls: dict[str, list[Call]] = {name: [] for name in RUNNERS}
+    try:
+        for timed in (False, *[True] * (2 if quick else 3)):
+            for name in RUNNERS:
+                status(f"{'timing' if timed else 'compiling and warming up'} {name}, {new} tokens")
+                pipes[name].send(not timed)
+                calls[name].append(pipes[name].recv())
+    finally:
         for name in RUNNERS:
-            call(name, timed=True)
-    medians = {n: sorted(calls)[len(calls) // 2] for n, calls in per_call.items()}  # the median call, both parts
-    return Result({n: m[0] for n, m in medians.items()}, {n: m[1] for n, m in medians.items()}, compiled, kv, kind,
-                  same, copies)  # fmt: skip
+            pipes[name].send(None)
+        for process in processes:
+            process.join()
+    expected = calls[EAGER_DYNAMIC][0].tokens
+    median = {n: sorted(c[1:], key=lambda call: call.seconds)[len(c[1:]) // 2] for n, c in calls.items()}
+    return Result(
+        per_token={n: m.seconds / new for n, m in median.items()},
+        preparing={n: m.preparing / new for n, m in median.items()},
+        compiled={n: sum(call.compiled for call in c) for n, c in calls.items()},
+        kv_bytes={n: max(call.kv_bytes for call in c) for n, c in calls.items()},
+        cache_type={n: c[-1].cache_type for n, c in calls.items()},
+        same_tokens={n: all(call.tokens == expected for call in c) for n, c in calls.items()},
+        copies={n: c[-1].copies for n, c in calls.items()},
+    )
 
 
 def report(results: dict[int, Result]) -> Table:
@@ -174,7 +207,9 @@ def report(results: dict[int, Result]) -> Table:
         setup=(
             f"HF's `generate` (greedy) of a random Llama (4 layers, hidden 512, 8 heads, 4 key-value heads, float32), "
             f"a {PROMPT}-token prompt with its attention mask, batch 1. Per token: median wall time of a `generate` call "
-            "over its new tokens (prefill included), the runners taking turns call by call after a first call each. "
+            "over its new tokens (prefill included), each runner in a process of its own (Dynamo keeps the compiled graphs of "
+            "every runner of a process on the same code objects), the runners taking turns call by call after a first "
+            "call each. "
             "Compiled: thunder cache entries (the recipe) or Dynamo graphs (the others), over every call. Cache: every "
             "layer's keys and values after a call. Copies: cache writes of the last call left copies. Generate's inputs "
             "and mask: the time of the median call in the model's `prepare_inputs_for_generation`, per token, which "
