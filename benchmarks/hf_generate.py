@@ -30,11 +30,13 @@ from thunder_ext.benchmarks.report import Table, Target, mib, ms, ratio
 PROMPT = 16
 NEW_TOKENS = 512
 EAGER_DYNAMIC, EAGER_STATIC = "eager, DynamicCache", "eager, StaticCache"
+# the extension's cache and mask without a compiler: what the growing cache costs by itself
+EAGER_GROWING = "eager, default (growing)"
 FX_DEFAULT, FX_STATIC = "thunderfx, default (growing)", "thunderfx, StaticCache"
 RECIPE_DEFAULT, RECIPE_STATIC = "HFTransformersRecipe + plugin, default (growing)", "HFTransformersRecipe + plugin, StaticCache"
 BACKEND_GROWING = "ThunderCompiler, GrowingStaticCache passed"
 INDUCTOR_STATIC = "torch.compile(fullgraph=True), StaticCache"
-RUNNERS = (EAGER_DYNAMIC, EAGER_STATIC, FX_DEFAULT, FX_STATIC, RECIPE_DEFAULT, RECIPE_STATIC, BACKEND_GROWING,
+RUNNERS = (EAGER_DYNAMIC, EAGER_STATIC, EAGER_GROWING, FX_DEFAULT, FX_STATIC, RECIPE_DEFAULT, RECIPE_STATIC, BACKEND_GROWING,
            INDUCTOR_STATIC)  # fmt: skip
 STATIC = {EAGER_STATIC, FX_STATIC, RECIPE_STATIC, INDUCTOR_STATIC}
 THUNDER = (FX_DEFAULT, FX_STATIC, RECIPE_DEFAULT, RECIPE_STATIC, BACKEND_GROWING)
@@ -77,6 +79,10 @@ class Runner:
 def runner(name: str, base: torch.nn.Module) -> Runner:
     model = copy.deepcopy(base)
     kwargs = {"cache_implementation": "static"} if name in STATIC else {}
+    if name == EAGER_GROWING:
+        from thunder_ext.hf_transformers import use_growing_cache_by_default  # transformers, as small_llama
+
+        use_growing_cache_by_default(model)
     if name == INDUCTOR_STATIC:
         configure_inductor()
         model.forward = torch.compile(model.forward, fullgraph=True)
