@@ -21,6 +21,8 @@ The rules, each with its test in ``tests/test_hf_transformers.py``:
    coming positions, nothing copied; ``reset()`` (``generate`` reusing a cache) returns to the smallest bucket.
 4. **Bad positions** (outside ``[0, max_cache_len)``) raise a ``ValueError`` that names them, before anything
    is resized or written.
+5. **Its mask is HF's.** Where the extension sees the model, ``generate`` builds the growing cache's attention
+   mask by broadcasting (``masks_for_generate``), equal to the one HF builds with ``torch.vmap``.
 
 Only growth needs the positions' values, so it needs them on the host: a model called directly, or traced by
 ``thunder.jit`` with its mask built inside, calls ``reserve(cache_position)`` first.
@@ -36,9 +38,9 @@ from typing import Any
 
 import thunder
 import torch
+from thunder.core.recipe import Lookaside
 from thunder.core.trace import is_tracing
 from thunder.recipes import HFTransformers
-from thunder.core.recipe import Lookaside
 from transformers import GenerationConfig, GenerationMixin, PretrainedConfig, StaticCache
 from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
 from transformers.generation.utils import GenerationMode
@@ -159,8 +161,9 @@ class GrowingStaticCache(StaticCache):
 def use_growing_cache_by_default(model: object) -> None:
     """``model.generate()`` makes a ``GrowingStaticCache`` where it would have made HF's default ``DynamicCache``,
     which no entry point of thunder 0.2.6 can compile (the module's docstring): when the call passes no cache,
-    names no cache implementation, and the model's configuration names none either. Anything that is not an HF
-    model able to use a static cache is left as it is.
+    names no cache implementation, and the model's configuration names none either; and builds that cache's mask
+    by broadcasting (``masks_for_generate``). Anything that is not an HF model able to use a static cache is left
+    as it is.
 
     transformers decides the default in ``GenerationMixin._prepare_cache_for_generation``, with no setting that a
     cache passed to ``generate`` would not then contradict ("passing both ``cache_implementation`` and
@@ -210,9 +213,9 @@ def masks_for_generate(make_masks: Callable, config: PretrainedConfig, input_emb
     step with ``torch.vmap`` over every position, milliseconds a token (docs/benchmarks.md); this broadcasts. Any
     other cache, attention or mask is ``make_masks``'s."""
     text = config.get_text_config()
-    other = kwargs.get("or_mask_function") or kwargs.get("and_mask_function") or kwargs.get("token_type_ids") is not None
+    overlaid = kwargs.get("or_mask_function") or kwargs.get("and_mask_function") or kwargs.get("token_type_ids") is not None
     if (not isinstance(past_key_values, GrowingStaticCache) or attention_mask is None or attention_mask.ndim != 2
-            or text._attn_implementation != "sdpa" or other):  # fmt: skip
+            or text._attn_implementation != "sdpa" or overlaid):  # fmt: skip
         return make_masks(config, input_embeds, attention_mask, cache_position, past_key_values, position_ids, **kwargs)
     kv_length, _ = past_key_values.get_mask_sizes(cache_position, 0)  # where the cache grows
     padding = attention_mask[:, :kv_length].bool()
