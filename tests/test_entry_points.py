@@ -10,6 +10,8 @@ thunder subgraph, so each test also requires decisions from one.
 from __future__ import annotations
 
 import copy
+import inspect
+import re
 
 import pytest
 import thunder
@@ -70,9 +72,18 @@ def kv_args():
     return [torch.randn(1, 2, 8, 4), torch.randn(1, 2, 8, 4), torch.tensor([5]), torch.randn(1, 2, 1, 4), torch.randn(1, 2, 1, 4)]
 
 
-def in_place(compiled, writes: int) -> None:
-    hows = [d.how for d in thunder_ext.inplace_decisions(compiled)]
-    assert len(hows) == writes and "copy" not in hows, thunder_ext.inplace_decisions(compiled)
+def in_place(compiled, writes: int, named_in=None) -> None:
+    """The last call's decisions are ``writes`` writes, all in place, each naming a line of ``named_in``'s
+    source that calls an in-place op, as ``file:line: code``."""
+    decisions = thunder_ext.inplace_decisions(compiled)
+    assert len(decisions) == writes and all(d.how != "copy" for d in decisions), decisions
+    if named_in is not None:
+        assert {d.source for d in decisions} <= inplace_lines(named_in), decisions
+
+
+def inplace_lines(fn) -> set[str]:
+    lines, first = inspect.getsourcelines(fn)
+    return {f"{__file__}:{first + i}: {line.strip()}" for i, line in enumerate(lines) if re.search(r"\.\w+_\(", line)}
 
 
 @pytest.mark.parametrize(
@@ -86,11 +97,39 @@ def in_place(compiled, writes: int) -> None:
     ],
     ids=["kv-write", "read-before-and-after-a-write", "chain-of-writes-through-a-view", "optimizer-step"],
 )
-def test_every_entry_point_matches_eager_with_every_write_in_place(compile, fn, make_args, writes):
+def test_every_entry_point_matches_eager_with_every_write_in_place_named_by_the_users_line(
+    compile, fn, make_args, writes
+):
     args = make_args()
     with torch.no_grad():
         compiled = assert_matches_eager(fn, *args, jit=compile)
-    in_place(compiled, writes)
+    in_place(compiled, writes, named_in=fn)
+
+
+def write_across_a_graph_break(k, v, pos, new):
+    k.index_copy_(2, pos, new)
+    if k.shape[2] > 8:
+        torch._dynamo.graph_break()  # a second Dynamo frame: the rest of the function, resumed
+    v.index_copy_(2, pos, new * 2)
+    return v.sum(-1)
+
+
+@pytest.mark.executor_sets("defaults")  # which Dynamo graphs ran is the same under every executor set
+@pytest.mark.parametrize("entry", ["plugin-thunder.fx", "thunderfx", "backend"])
+def test_decisions_describe_the_last_call_whatever_dynamo_recompiled(entry):
+    torch._dynamo.reset()
+    compiled = ENTRY_POINTS[entry](write_across_a_graph_break)
+    # 1: two frames, a graph each; 2: a graph of the first frame alone, and the second frame's graph of call 1
+    # not run; 3: call 1's graphs again, not the newer one that Dynamo compiled for call 2
+    for dtype, length in ((torch.float32, 16), (torch.float64, 8), (torch.float32, 16)):
+        args = [torch.zeros(1, 2, length, 4, dtype=dtype), torch.zeros(1, 2, length, 4, dtype=dtype), torch.tensor([5])]
+        args.append(torch.randn(1, 2, 1, 4, dtype=dtype))
+        with torch.no_grad():
+            assert_matches_eager(write_across_a_graph_break, *args, jit=lambda fn: compiled)
+        in_place(compiled, 2, named_in=write_across_a_graph_break)
+        decisions = thunder_ext.inplace_decisions(compiled)
+        assert [d.nbytes for d in decisions] == [args[0].nbytes] * 2, decisions
+        assert "k.index_copy_" in decisions[0].source and "v.index_copy_" in decisions[1].source, decisions
 
 
 def test_a_position_out_of_range_raises_eagers_error_with_the_caches_as_they_were(compile):
@@ -133,7 +172,7 @@ def test_a_module_decodes_with_its_cache_written_in_place(compile):
             assert_close(twin.k, eager.k)
             assert_close(twin.v, eager.v)
     assert twin.k.data_ptr() == storage
-    in_place(compiled, 2)
+    in_place(compiled, 2, named_in=Decoder.forward)
 
 
 def test_a_training_step_matches_eager_with_its_buffer_writes_in_place(compile):

@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 import thunder
 
-from thunder_ext.dynamo import thunder_subgraphs
+from thunder_ext.dynamo import thunder_subgraphs_of_last_call
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 
@@ -32,8 +32,7 @@ def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
     copy its last call ran, if any: they ran before the model's.
     """
     if thunder.compile_data(compiled) is None:
-        subgraphs = [fn for fn in thunder_subgraphs(compiled) if thunder.compile_stats(fn).last_traces is not None]
-        return [d for fn in subgraphs for d in inplace_decisions(fn)]
+        return [d for fn in thunder_subgraphs_of_last_call(compiled) for d in inplace_decisions(fn)]
     transform = next((t for t in thunder.compile_data(compiled).transforms if isinstance(t, InplaceTransform)), None)
     if transform is None:
         raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")

@@ -79,13 +79,33 @@ def thunderfx(fn: Callable, /, **kwargs: Any) -> ThunderFXCompiledObject:
     return compiled
 
 
-def thunder_subgraphs(compiled: object) -> list[Callable]:
-    """The thunder-compiled subgraphs behind a ``thunderfx`` result, a ``ThunderCompiler``, or what
-    ``torch.compile(..., backend=<a ThunderCompiler>)`` returns (``thunder.compile`` with ``thunder.fx``)."""
+def thunder_subgraphs_of_last_call(compiled: object) -> list[Callable]:
+    """The thunder-compiled subgraphs that the last call of ``compiled`` ran, in the order they ran: ``compiled``
+    is a ``thunderfx`` result, a ``ThunderCompiler``, or what ``torch.compile(..., backend=<a ThunderCompiler>)``
+    returns (``thunder.compile`` with ``thunder.fx``).
+
+    Dynamo compiles a graph per frame (the function, and each function it resumes at after a graph break) and
+    per recompilation of a frame; a call runs one graph of each frame it enters. So the last call ran, of each
+    frame, the graph that ran last, and of these the ones that ran since the first frame's graph did. When a
+    graph ran is when its thunder subgraphs last started (thunder's ``compile_stats``).
+    """
     backend = compiled._backend if isinstance(compiled, ThunderFXCompiledObject) else compiled
     if not isinstance(backend, thunder.dynamo.ThunderCompiler):
         backend = _torch_compile_backend(compiled)
-    return [fn for info in backend.subgraph_infos for fn in info.thunder_compiled_fns or ()]
+    last_of_frame: dict[int, tuple[int, list[Callable]]] = {}
+    for info in backend.subgraph_infos:
+        if not info.thunder_compiled_fns:
+            continue
+        started = max(thunder.compile_stats(fn).last_trace_host_start for fn in info.thunder_compiled_fns)
+        # a graph Dynamo did not make (a backend called by hand) counts as a frame of its own, the first
+        frame = getattr(info.original_graph_module.meta.get("dynamo_compile_id"), "frame_id", -1)
+        if started >= 0 and started > last_of_frame.get(frame, (-1,))[0]:
+            last_of_frame[frame] = started, info.thunder_compiled_fns
+    if not last_of_frame:
+        return []
+    call_started = last_of_frame[min(last_of_frame)][0]
+    ran = sorted(g for g in last_of_frame.values() if g[0] >= call_started)
+    return [fn for _, fns in ran for fn in fns]
 
 
 def _torch_compile_backend(compiled: object) -> thunder.dynamo.ThunderCompiler:

@@ -18,6 +18,7 @@ from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into
 from thunder_ext.transforms.prove_inplace import InplaceDecision, prove_inplace_writes
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 from thunder_ext.transforms.saved_for_backward import saved_values_outlive_writes
+from thunder_ext.transforms.user_lines import name_user_lines
 
 
 class InplaceTransform(Transform):
@@ -55,6 +56,7 @@ class InplaceTransform(Transform):
                 "thunder.jit(fn, executors=[thunder_ext.inplace_ex, ...], transforms=[InplaceTransform()]), "
                 "or use thunder_ext.jit(fn), which adds both."
             )
+        computation_trace = name_user_lines(computation_trace)  # before anything reports a line
         prologue_trace = refuse_unrepresentable_aliased_arguments(prologue_trace, computation_trace)
         prologue_trace = refuse_differentiated_writes_into_leaves(prologue_trace, computation_trace)
         return prologue_trace, functionalize_writes(computation_trace), epilogue_trace
