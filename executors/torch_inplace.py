@@ -13,6 +13,8 @@ Two kinds of operator:
   (``thunder_ext.transforms.reuse_buffers``) found dead or about to be overwritten.
 - ``checked_index(index, ...)``: an index checked before the torch.compile region that writes or reads at
   it (``executors/torch_compile_inplace.py``, rule 4), raising what the op's form here would.
+- ``checked_assert(condition, ...)``: a user's ``assert`` on a tensor, checked when the computation runs
+  (``thunder_ext.tensor_asserts``), raising the ``AssertionError`` eager raises.
 
 The executor is also a fusion executor that fuses nothing: listed before the others (``thunder_ext.jit``,
 the plugin and the backend put it first), its fusion pass runs after thunder has claimed every op and
@@ -132,6 +134,27 @@ def _checked_index(index: torch.Tensor, op: str, dim: int, specs: tuple[tuple[tu
 
 # A rename of its index, so that the region after it reads what it returns: dataflow keeps it first.
 checked_index = inplace_ex.register_operator("checked_index", meta=lambda index, *args: TensorProxy(like=index), fn=_checked_index)
+
+
+def _checked_assert(condition: torch.Tensor, holds: bool, message: tuple, where: str) -> torch.Tensor:
+    """``condition`` once ``bool(condition) == holds``; else the ``AssertionError`` of the user's ``assert`` that it
+    stands for (``thunder_ext.tensor_asserts``): ``message`` holds the assert's arguments, the text where it is
+    a constant (none: ``assert cond``), and ``where`` (the user's line) goes into a note."""
+    if bool(condition) != holds:
+        error = AssertionError(*message)
+        error.add_note(where)
+        raise error
+    return condition
+
+
+# A rename of its condition, as ``checked_index``; kept where nothing reads it (``DONT_DCE``): a check that fails
+# raises, and functionalization orders every later write after it (``may_fail_at_runtime``).
+checked_assert = inplace_ex.register_operator(
+    "checked_assert",
+    meta=lambda condition, *args: TensorProxy(like=condition),
+    fn=_checked_assert,
+    tags=(prims.OpTags.DONT_DCE,),
+)
 
 
 def _with_out(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:

@@ -10,7 +10,7 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**Two changes hold in the extension's compilations only** (those that carry ``InplaceTransform``:
+**Three changes hold in the extension's compilations only** (those that carry ``InplaceTransform``:
 ``compiling_with_extension``); stock ``thunder.jit`` in the same process does and says what it did before.
 
 - Errors of in-place ops name the op, the tensors and the user's line (``thunder_ext.inplace_errors``),
@@ -19,6 +19,11 @@ Two kinds of change:
   fails on them ("Attempting to reshape"); the extension traces each as itself
   (``thunder_ext.alias_updates``). Not for stock thunder: with its torch.compile executor the fix would
   compute wrong values, which the extension's region rules prevent (rule 5).
+- An ``assert`` on a tensor's value (``assert pos + n <= max_len``), where thunder raises "casting a
+  TensorProxy to a Python boolean is not supported", is a check that runs before any write and raises
+  eager's ``AssertionError`` (``thunder_ext.tensor_asserts``): the interpreter's handlers of conditional
+  jumps are wrapped. Any other branch on a tensor's value fails as before, naming the user's line and
+  ``thunder_ext.thunderfx``, which runs it.
 
 **What thunder 0.2.6 lacks is added for every compilation**, each entry only where thunder has none: a
 fix, since stock thunder raises where eager computes. From the first ``adapt_thunder`` on, stock
@@ -44,6 +49,7 @@ from __future__ import annotations
 import functools
 
 import thunder
+import thunder.core.interpreter as interpreter
 import thunder.core.update_aliases as update_aliases
 import thunder.torch as ltorch
 import torch
@@ -61,6 +67,7 @@ from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
 from thunder_ext import alias_updates
 from thunder_ext.inplace_errors import naming_errors
+from thunder_ext.tensor_asserts import JUMPS, checking_tensor_asserts
 from thunder_ext.tensor_scatter import tensor_scatter_, tensor_scatter_symbol
 from thunder_ext.transforms.transform import compiling_with_extension
 
@@ -86,6 +93,7 @@ def _adapt_once() -> None:
     # For the extension's compilations only. thunder calls ``insert_alias_updates`` by the name it imported;
     # its autograd lookasides import it from the module.
     _name_inplace_errors()
+    _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
 
 
@@ -116,6 +124,14 @@ def _name_inplace_errors() -> None:
         if symbol.meta is not None:
             # Symbol is a frozen dataclass; its hash and equality do not involve ``meta``
             object.__setattr__(symbol, "meta", naming_errors(symbol.name, symbol.meta, when=compiling_with_extension))
+
+
+def _check_tensor_asserts() -> None:
+    # the interpreter looks each opcode's handler up in this table as it meets the opcode
+    handlers = interpreter._default_opcode_handler_map
+    for name, jumps_on in JUMPS.items():
+        if name in handlers:  # those of this Python
+            handlers[name] = checking_tensor_asserts(handlers[name], jumps_on, when=compiling_with_extension)
 
 
 def _add_missing_ops() -> None:

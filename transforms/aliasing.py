@@ -33,7 +33,7 @@ from thunder.core.trace import get_source_line
 from thunder.executors import torchex
 from thunder.extend import Executor
 
-from thunder_ext.executors.torch_inplace import checked_index, share_storage
+from thunder_ext.executors.torch_inplace import checked_assert, checked_index, share_storage
 from thunder_ext.primitive import copy_to_out_
 
 # Thunder ops that return (or may return) a view of their first argument when run by PyTorch:
@@ -196,12 +196,12 @@ def is_index_like(t: TensorProxy) -> bool:
 def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
     """Whether ``bsym`` may raise when it runs, which tracing cannot rule out (it checks shapes and dtypes): it
     takes an integer tensor, as an index that may be out of range or as an operand of integer division,
-    remainder or power (or checks a position ahead of a region: ``checked_index``). Other elementwise
-    arithmetic, writes and renames cannot fail."""
+    remainder or power (or checks a position ahead of a region, ``checked_index``, or a user's ``assert`` on a
+    tensor, ``checked_assert``). Other elementwise arithmetic, writes and renames cannot fail."""
+    if bsym.sym.id in (checked_index.id, checked_assert.id):
+        return True
     if not any(map(is_index_like, tensor_args(bsym))):
         return False
-    if bsym.sym.id == checked_index.id:
-        return True
     return not (is_copy_to_out(bsym) or is_update_aliases(bsym) or _cannot_fail(bsym))
 
 

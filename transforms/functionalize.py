@@ -24,7 +24,10 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    an index out of range), so such a failure always comes before the write. And a pending write
    into an argument's storage lands before such an op that follows its in-place op, so the failure
    finds it made (an intermediate's write dies with the call); a chain of in-place ops on an argument
-   with such an op between them writes it once before the op and once after.
+   with such an op between them writes it once before the op and once after. A user's ``assert`` on a
+   tensor is such an op (``checked_assert``, ``thunder_ext.tensor_asserts``), and every later op that may
+   fail reads its integer tensor renamed with the check's result, so that eager's ``AssertionError`` comes
+   first, as an index the assert guards would fail after it.
 4. *Readers of the new value run after the write.* They read ``computed`` (which the write
    consumes) or, once the write is emitted, its result; reads through other aliases go through
    an ``update_aliases`` that consumes the write's result: thunder's, or, for an alias thunder
@@ -53,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import thunder.torch as ltorch
-from thunder.core import prims
+from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, ProxyTag, TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
@@ -61,6 +64,7 @@ from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.core.transform_common import dce
 from thunder.core.utils import ProxyDict
 
+from thunder_ext.executors.torch_inplace import checked_assert
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
     Aliases,
@@ -113,6 +117,7 @@ class _Functionalizer:
     out: list[BoundSymbol] = field(default_factory=list)
     producer: ProxyDict = field(default_factory=ProxyDict)  # of what the pass emitted
     may_fail: list[Proxy] = field(default_factory=list)  # results of ops that may fail at runtime, so far
+    last_check: TensorProxy | None = None  # the result of the latest check of a user's assert (``checked_assert``)
 
     def resolve(self, p: Proxy) -> Proxy:
         """The current value of the tensor that ``p`` names.
@@ -146,6 +151,8 @@ class _Functionalizer:
                 self.tensor(o).synced = landed.name
         if may_fail_at_runtime(bsym):
             self.may_fail.extend(bsym.flat_proxy_outs)
+        if bsym.sym.id == checked_assert.id:
+            self.last_check = bsym.output
 
     def ancestors(self, p: Proxy) -> set[str]:
         seen, stack = set(), [p]
@@ -197,9 +204,12 @@ class _Functionalizer:
         if not may_fail_at_runtime(bsym):
             return
         landed = [self.flush(s) for s in self.pending_writes() if s.argument]
-        if landed:
-            t = next(a for a in tensor_args(bsym) if is_index_like(a))
-            renamed, *_ = self.traced(lambda: prims.update_aliases((self.resolve(t), *landed)))
+        # after a user's assert, as in eager: a later op that may fail, the index it guards, fails there
+        ordered = [*landed, *([self.last_check] if self.last_check is not None else [])]
+        if ordered:
+            # its integer tensor, or the boolean condition of a check (``checked_assert``)
+            t = next(a for a in tensor_args(bsym) if is_index_like(a) or dtypes.is_boolean_dtype(a.dtype))
+            renamed, *_ = self.traced(lambda: prims.update_aliases((self.resolve(t), *ordered)))
             self.tensor(t).value = renamed
 
     def pending_writes(self) -> list[_Storage]:
@@ -374,8 +384,8 @@ def differentiated_writes_left_to_thunder(trace: TraceCtx) -> list[BoundSymbol]:
 
 def functionalize_writes(trace: TraceCtx) -> TraceCtx:
     """Rewrite thunder's in-place ops into functional ops and ordered ``copy_to_out_`` writes."""
-    if not any(thunder_inplace_write(b) for b in trace.bound_symbols):
-        return trace
+    if not any(thunder_inplace_write(b) or b.sym.id == checked_assert.id for b in trace.bound_symbols):
+        return trace  # nothing to write, nor to order after a check (rule 3)
     trace = dce(trace)
     new_trace = from_trace(trace)
     aliases = Aliases(trace.bound_symbols)
