@@ -213,6 +213,24 @@ def test_a_value_saved_for_the_backward_is_the_value_read_not_the_one_written_la
         overwrite_a_saved_value(x, torch.full((3,), 2.0)).sum().backward()
 
 
+def overwrite_a_saved_value_where_it_is_made(a, b, w):
+    a.add_(b)
+    v = a.view(-1)  # noqa: F841  (the write of a + b lands: a rename of it is the gradient of w, saved)
+    a.mul_(w)
+    return a.sum()
+
+
+def test_a_value_saved_for_the_backward_keeps_its_value_where_one_region_would_make_and_overwrite_it():
+    # requires_grad/found_029b3c3825ff: torch.compile's region made a + b and wrote a * w over it; the backward
+    # now reads a clone that the write lists in its `after`, taken before the fusion passes group
+    a, b, w = torch.ones(2), torch.tensor(0.5), torch.tensor(3.0, requires_grad=True)
+    y = thunder_ext.jit(overwrite_a_saved_value_where_it_is_made)(a, b, w)
+    y.backward()
+    assert_close(w.grad, torch.tensor(3.0))  # the sum of a + b, eager's
+    assert_close(a, torch.full((2,), 4.5))
+    assert_close(y, torch.tensor(9.0))
+
+
 def write_a_buffer_then_a_leaf(buf, x):
     buf.add_(1)
     x.add_(1)

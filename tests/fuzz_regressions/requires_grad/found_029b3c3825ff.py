@@ -1,4 +1,3 @@
-# known failure under torch_compile: a value saved for the backward that the region defining it overwrites (a0 + a1, then a0 *= a2 in one region): saved_values_outlive_writes clones only before a later op, so the gradient of a2 reads the new value; stock thunder.jit with the torch.compile executor returns the same (docs/design.md, Limits)
 # AssertionError: gradient of argument 2 differs from eager: Scalars are not close!
 # 
 # Expected 1.2475671768188477 but got -2.718186140060425.
