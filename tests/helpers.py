@@ -223,14 +223,19 @@ def greedy_without_cache(model: torch.nn.Module, prompt: torch.Tensor, steps: in
 
 
 def without_dels(trace):
-    return [b for b in trace.bound_symbols if b.sym.name != "python_del"]
+    """The ops of ``trace`` but its ``del``s and, in a backward trace, its ``clear_mutable_collection``s: a clear
+    empties a collection in place, with no dataflow edge to the unpacking that must come first (``t2, =
+    cotangents`` after ``clear_mutable_collection(cotangents)`` fails: ``requires_grad/found_84af56ed28e3``)."""
+    return [b for b in trace.bound_symbols if b.sym.name not in ("python_del", "clear_mutable_collection")]
 
 
 def rescheduled(trace, bsyms):
-    """``trace`` with its ops in the order ``bsyms``, and ``del`` placed anew for that order."""
+    """``trace`` with its ops in the order ``bsyms``, and ``del`` (and a backward's clears) placed anew for that
+    order, as thunder places them."""
     new = thunder.core.trace.from_trace(trace)
     new.bound_symbols = bsyms
-    return thunder.executors.passes.del_last_used(new)
+    backward = thunder.core.trace.TraceTag.BACKWARD in trace.tags
+    return thunder.executors.passes.del_last_used(new, clear_mutable_collections=backward)
 
 
 def is_write_or_rename(bsym) -> bool:

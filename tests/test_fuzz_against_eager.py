@@ -87,6 +87,14 @@ def test_regression_with_inputs_that_require_grad(path: Path, executor_set: str,
     check_against_eager(Program(source), grad=GradSetting.of(source))
 
 
+@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
+def test_each_scheduler_keeps_a_backward_that_returns_its_cotangent(scheduler):
+    # found under SinkReads, which put `clear_mutable_collection(cotangents)` above `t2, = cotangents`; the saved
+    # file's header lines give it another name, and so another scheduler, when test_regression_... replays it
+    source = (GRAD_REGRESSIONS / "found_84af56ed28e3.py").read_text()
+    check_against_eager(Program(source), scheduler, grad=GradSetting.of(source))
+
+
 def _check_keeping_failures(program: Program, folder: Path, **kwargs) -> None:
     try:
         check_against_eager(program, **kwargs)

@@ -1,7 +1,8 @@
 # ValueError: not enough values to unpack (expected 1, got 0)
 # grad setting: grad [0]
-# Found once in the 10,000-program run under thunder's defaults (2026-11-24, commit 7550009); replayed alone it
-# passes, there and at 7a4d4d9: the failure needed state of the long run, which the run did not keep.
+# Found once in the 10,000-program run under thunder's defaults (2026-11-24, commit 7550009), under the SinkReads
+# scheduler, which then moved clear_mutable_collection(cotangents) above the unpacking (tests/helpers.py); these
+# lines pick another scheduler: test_each_scheduler_keeps_a_backward_that_returns_its_cotangent runs each.
 import torch
 
 
