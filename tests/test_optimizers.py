@@ -1,10 +1,12 @@
-"""torch.optim's SGD (momentum), Adam and AdamW stepped by ``thunder_ext.jit(optimizer.step)`` over a model's
+"""torch.optim's SGD (momentum), Adam and AdamW stepped by ``thunder_ext.jit(optimizer.step)`` (and, with
+``foreach=True``, by ``torch.compile(optimizer.step, backend=thunder_ext.ThunderCompiler())``) over a model's
 ``nn.Parameter``s, against the same optimizer stepped eagerly on a twin of the model."""
 
 import copy
 
 import pytest
 import thunder
+import thunder.dynamo
 import torch
 from torch.testing import assert_close
 
@@ -54,6 +56,56 @@ def test_an_optimizer_step_writes_every_parameter_and_state_tensor_in_place(name
     # both moments and parameter)
     assert len(decisions) == len(pointers) * (len(state_names) + 1)
     assert "copy_to_out_" in str(thunder.last_traces(step)[-1])
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_the_backend_takes_a_foreach_step_into_thunder_with_every_write_in_place(name):
+    # Dynamo's graph of a foreach=True step calls the ``torch._foreach_*`` ops, which thunder.dynamo's splitter
+    # sent to Inductor before adapt_thunder entered them in thunder's function map
+    torch._dynamo.reset()  # Dynamo's cache is per code object: the step of each optimizer class
+    make, state_names = OPTIMIZERS[name]
+    compiled_model, eager_model = model(), model()
+    opt, eager_opt = make(compiled_model.parameters(), True), make(eager_model.parameters(), True)
+    backend = thunder_ext.ThunderCompiler()
+    step = torch.compile(opt.step, backend=backend)
+    pointers = [p.data_ptr() for p in compiled_model.parameters()]
+    for i in range(3):  # SGD makes its momentum buffers in the first step and Dynamo recompiles the second
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(i))
+        backward(compiled_model, x)
+        backward(eager_model, x)
+        step()
+        eager_opt.step()
+        params, eager_params = list(compiled_model.parameters()), list(eager_model.parameters())
+        assert_close(params, eager_params)
+        for p, e in zip(params, eager_params):
+            for s in state_names:
+                assert_close(opt.state[p][s], eager_opt.state[e][s], msg=lambda m: f"state {s}: {m}")
+    assert [p.data_ptr() for p in compiled_model.parameters()] == pointers
+    split = [r.info for info in backend.subgraph_infos for r in info.split_reasons if "_foreach" in r.info]
+    assert split == []
+    decisions = thunder_ext.inplace_decisions(step)
+    assert [d for d in decisions if d.how == "copy" or "torch._foreach_" not in d.source] == [], decisions
+    assert len(decisions) == len(pointers) * (len(state_names) + 1)
+
+
+@pytest.mark.executor_sets("defaults")
+def test_stock_thunders_backend_steps_a_foreach_adam_as_eager_once_adapted():
+    # adapting enters the foreach ops in thunder's function map for stock thunder.dynamo too: where they went
+    # to Inductor, stock thunder now traces them, and must compute what eager does
+    torch._dynamo.reset()
+    thunder_ext.adapt_thunder()
+    compiled_model, eager_model = model(), model()
+    opt, eager_opt = (torch.optim.Adam(m.parameters(), lr=0.01, foreach=True) for m in (compiled_model, eager_model))
+    backend = thunder.dynamo.ThunderCompiler()
+    step = torch.compile(opt.step, backend=backend)
+    for i in range(2):
+        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(i))
+        backward(compiled_model, x)
+        backward(eager_model, x)
+        step()
+        eager_opt.step()
+        assert_close(list(compiled_model.parameters()), list(eager_model.parameters()))
+    assert [len(info.thunder_compiled_fns) for info in backend.subgraph_infos] == [1]
 
 
 def test_the_first_sgd_step_makes_the_momentum_buffers_eagerly_and_the_next_are_jitted():

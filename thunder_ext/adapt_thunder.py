@@ -37,7 +37,9 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   but not the shape, and ``prims.copy_`` then refuses ("Shapes were expected to be the same"), where
   PyTorch broadcasts. ``_copy_`` expands the source first.
 - What ``torch.optim``'s updates need (``thunder_ext.optim``): the ``torch._foreach_*`` ops of SGD and
-  Adam with ``foreach=True``, each traced as its op on every tensor of the list; ``Tensor.is_sparse``
+  Adam with ``foreach=True``, each traced as its op on every tensor of the list, by the jit and by
+  thunder.dynamo's splitter (which, finding no entry, ran the builtin itself on proxies and sent every one
+  to Inductor), so ``torch.compile(opt.step, backend=...)`` keeps a foreach step in thunder; ``Tensor.is_sparse``
   (False: thunder traces dense tensors); and ``torch.autograd.profiler.record_function``, the profiler's
   range around every ``Optimizer.step``, which does nothing under the jit (thunder cannot trace the op
   it calls).
@@ -98,9 +100,13 @@ def _adapt_once() -> None:
 
 
 def divert(torch_fn, thunder_fn) -> None:
-    """Trace calls of ``torch_fn`` as ``thunder_fn``, unless thunder has an entry for it: thunder's interpreter
-    diverts torch functions through a lookaside table filled, once, from its function map when it loads,
-    so a function registered later needs its entry made as thunder makes them."""
+    """Trace calls of ``torch_fn`` as ``thunder_fn``, unless thunder has an entry for it. Two tables say so:
+    thunder's function map (``ltorch.register_function``), where thunder.dynamo's splitter looks up a node of
+    a Dynamo graph and runs the entry on proxies to decide whether thunder takes the node; and the lookaside
+    table through which thunder's interpreter diverts torch functions, filled, once, from that map when it
+    loads, so a function registered later needs its entry made as thunder makes them."""
+    if torch_fn not in ltorch._torch_to_thunder_function_map:
+        ltorch.register_function(torch_fn, thunder_fn)
     if torch_fn not in _general_jit_lookaside_map:
         _general_jit_lookaside_map[torch_fn] = ensure_recursive_proxies(
             interpreter_needs_wrap(record_source_loc_in_symbol_header(thunder_fn))
@@ -192,19 +198,24 @@ def _foreach(op, scalars_position: int | None = None):
     return each
 
 
+# The writes of ``addcmul_``, ``addcdiv_`` and ``maximum_`` go through thunder's ``copy_`` symbol, not the bare
+# ``prims.copy_`` that ``ltorch._copy_`` leaves: stock thunder's alias updates see a write only in a symbol
+# tagged in-place or ending in ``copy_``, and an unseen write into an argument is read by nothing after it.
+# thunder.dynamo's "dataflow" fusion orders by reads, so it put the return before Adam's last write (stock
+# backend: ``AssertionError`` in ``split_into_forward_and_backward``).
 def _addc(op, inplace: bool):
     """``t + value * op(t1, t2)``, where ``value`` may be a tensor (one of the stacked scalars)."""
 
     def addc(t, t1, t2, value=1):
         result = ltorch.add(t, ltorch.mul(op(t1, t2), value))
-        return ltorch._copy_(t, result) if inplace else result
+        return ltorch.copy_(t, result) if inplace else result
 
     addc.__name__ = f"addc{op.__name__}" + ("_" if inplace else "")
     return addc
 
 
 def _maximum_(a, b):
-    return ltorch._copy_(a, ltorch.maximum(a, b))
+    return ltorch.copy_(a, ltorch.maximum(a, b))
 
 
 # torch function -> (its op on one tensor, the position of a ``scalars`` tensor that goes element by element)
