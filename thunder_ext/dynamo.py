@@ -99,12 +99,12 @@ def thunder_subgraphs_of_last_call(compiled: object) -> list[Callable]:
         started = max(thunder.compile_stats(fn).last_trace_host_start for fn in info.thunder_compiled_fns)
         # a graph Dynamo did not make (a backend called by hand) counts as a frame of its own, the first
         frame = getattr(info.original_graph_module.meta.get("dynamo_compile_id"), "frame_id", -1)
-        if started >= 0 and started > last_of_frame.get(frame, (-1,))[0]:
+        if started > last_of_frame.get(frame, (-1,))[0]:  # -1: never ran
             last_of_frame[frame] = started, info.thunder_compiled_fns
     if not last_of_frame:
         return []
     call_started = last_of_frame[min(last_of_frame)][0]
-    ran = sorted(g for g in last_of_frame.values() if g[0] >= call_started)
+    ran = sorted((g for g in last_of_frame.values() if g[0] >= call_started), key=lambda g: g[0])
     return [fn for _, fns in ran for fn in fns]
 
 
