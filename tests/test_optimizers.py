@@ -29,47 +29,16 @@ def backward(m: torch.nn.Module, x: torch.Tensor) -> None:
     m(x).square().sum().backward()
 
 
-@pytest.mark.parametrize("foreach", [False, True], ids=["for-loop", "foreach"])
-@pytest.mark.parametrize("name", OPTIMIZERS)
-def test_an_optimizer_step_writes_every_parameter_and_state_tensor_in_place(name, foreach):
-    make, state_names = OPTIMIZERS[name]
-    jitted_model, eager_model = model(), model()
-    opt, eager_opt = make(jitted_model.parameters(), foreach), make(eager_model.parameters(), foreach)
-    step = thunder_ext.jit(opt.step)
-    pointers = [p.data_ptr() for p in jitted_model.parameters()]
-    for i in range(3):
-        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(i))
-        backward(jitted_model, x)
-        backward(eager_model, x)
-        step()
-        eager_opt.step()
-        params, eager_params = list(jitted_model.parameters()), list(eager_model.parameters())
-        assert_close(params, eager_params)
-        for p, e in zip(params, eager_params):
-            for s in state_names:
-                assert_close(opt.state[p][s], eager_opt.state[e][s], msg=lambda m: f"state {s}: {m}")
-    assert [p.data_ptr() for p in jitted_model.parameters()] == pointers
-    assert all(p.requires_grad for p in jitted_model.parameters())
-    decisions = thunder_ext.inplace_decisions(step)
-    assert [d.how for d in decisions if d.how == "copy"] == [], decisions
-    # every parameter and every state tensor the update writes (SGD's momentum and parameter, Adam's step,
-    # both moments and parameter)
-    assert len(decisions) == len(pointers) * (len(state_names) + 1)
-    assert "copy_to_out_" in str(thunder.last_traces(step)[-1])
-
-
-@pytest.mark.parametrize("name", OPTIMIZERS)
-def test_the_backend_takes_a_foreach_step_into_thunder_with_every_write_in_place(name):
-    # Dynamo's graph of a foreach=True step calls the ``torch._foreach_*`` ops, which thunder.dynamo's splitter
-    # sent to Inductor before adapt_thunder entered them in thunder's function map
-    torch._dynamo.reset()  # Dynamo's cache is per code object: the step of each optimizer class
+def stepped_as_eager(name: str, foreach: bool, compile_step, steps: int = 3) -> tuple[object, list]:
+    """``compile_step(opt.step)`` and the same optimizer stepped eagerly on a twin of the model, ``steps`` times:
+    the parameters and every state tensor match after each step, and the parameters keep their storage.
+    Returns the compiled step and the parameters."""
     make, state_names = OPTIMIZERS[name]
     compiled_model, eager_model = model(), model()
-    opt, eager_opt = make(compiled_model.parameters(), True), make(eager_model.parameters(), True)
-    backend = thunder_ext.ThunderCompiler()
-    step = torch.compile(opt.step, backend=backend)
+    opt, eager_opt = make(compiled_model.parameters(), foreach), make(eager_model.parameters(), foreach)
+    step = compile_step(opt.step)
     pointers = [p.data_ptr() for p in compiled_model.parameters()]
-    for i in range(3):  # SGD makes its momentum buffers in the first step and Dynamo recompiles the second
+    for i in range(steps):
         x = torch.randn(5, 4, generator=torch.Generator().manual_seed(i))
         backward(compiled_model, x)
         backward(eager_model, x)
@@ -81,11 +50,39 @@ def test_the_backend_takes_a_foreach_step_into_thunder_with_every_write_in_place
             for s in state_names:
                 assert_close(opt.state[p][s], eager_opt.state[e][s], msg=lambda m: f"state {s}: {m}")
     assert [p.data_ptr() for p in compiled_model.parameters()] == pointers
+    return step, list(compiled_model.parameters())
+
+
+def writes_per_step(name: str, params: list) -> int:
+    """Every parameter and every state tensor the update writes (SGD's momentum and parameter, Adam's step,
+    both moments and parameter)."""
+    return len(params) * (len(OPTIMIZERS[name][1]) + 1)
+
+
+@pytest.mark.parametrize("foreach", [False, True], ids=["for-loop", "foreach"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_an_optimizer_step_writes_every_parameter_and_state_tensor_in_place(name, foreach):
+    step, params = stepped_as_eager(name, foreach, thunder_ext.jit)
+    assert all(p.requires_grad for p in params)
+    decisions = thunder_ext.inplace_decisions(step)
+    assert [d.how for d in decisions if d.how == "copy"] == [], decisions
+    assert len(decisions) == writes_per_step(name, params)
+    assert "copy_to_out_" in str(thunder.last_traces(step)[-1])
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_the_backend_takes_a_foreach_step_into_thunder_with_every_write_in_place(name):
+    # Dynamo's graph of a foreach=True step calls the ``torch._foreach_*`` ops, which thunder.dynamo's splitter
+    # sent to Inductor before adapt_thunder entered them in thunder's function map
+    torch._dynamo.reset()  # Dynamo's cache is per code object: the step of each optimizer class
+    backend = thunder_ext.ThunderCompiler()
+    # SGD makes its momentum buffers in the first step and Dynamo recompiles the second
+    step, params = stepped_as_eager(name, True, lambda step: torch.compile(step, backend=backend))
     split = [r.info for info in backend.subgraph_infos for r in info.split_reasons if "_foreach" in r.info]
     assert split == []
     decisions = thunder_ext.inplace_decisions(step)
     assert [d for d in decisions if d.how == "copy" or "torch._foreach_" not in d.source] == [], decisions
-    assert len(decisions) == len(pointers) * (len(state_names) + 1)
+    assert len(decisions) == writes_per_step(name, params)
 
 
 @pytest.mark.executor_sets("defaults")
@@ -94,17 +91,8 @@ def test_stock_thunders_backend_steps_a_foreach_adam_as_eager_once_adapted():
     # to Inductor, stock thunder now traces them, and must compute what eager does
     torch._dynamo.reset()
     thunder_ext.adapt_thunder()
-    compiled_model, eager_model = model(), model()
-    opt, eager_opt = (torch.optim.Adam(m.parameters(), lr=0.01, foreach=True) for m in (compiled_model, eager_model))
     backend = thunder.dynamo.ThunderCompiler()
-    step = torch.compile(opt.step, backend=backend)
-    for i in range(2):
-        x = torch.randn(5, 4, generator=torch.Generator().manual_seed(i))
-        backward(compiled_model, x)
-        backward(eager_model, x)
-        step()
-        eager_opt.step()
-        assert_close(list(compiled_model.parameters()), list(eager_model.parameters()))
+    stepped_as_eager("adam", True, lambda step: torch.compile(step, backend=backend), steps=2)
     assert [len(info.thunder_compiled_fns) for info in backend.subgraph_infos] == [1]
 
 
