@@ -24,18 +24,18 @@ from __future__ import annotations
 
 import dis
 import functools
-import linecache
 import math
 from collections.abc import Callable
 from types import CodeType
 
 import thunder.torch as ltorch
 from thunder.core import dtypes
-from thunder.core.interpreter import do_raise, get_interpreterruntimectx, wrap_const
+from thunder.core.interpreter import do_raise, wrap_const
 from thunder.core.jit_ext import record_source_loc_in_symbol_header
 from thunder.core.proxies import TensorProxy
 
 from thunder_ext.executors.torch_inplace import checked_assert
+from thunder_ext.inplace_errors import user_line
 
 # The conditional jumps of Python 3.11 and later, by name, and the truth value on which each jumps
 JUMPS = {
@@ -77,14 +77,6 @@ def _assertion(co: CodeType, inst: dis.Instruction, jumps_on: bool) -> tuple[boo
     return holds, _COMPUTED
 
 
-def _user_line() -> tuple[str, str]:
-    """``(file:line, source)`` of the user's line being interpreted."""
-    filename, positions = get_interpreterruntimectx().get_current_user_source_location()
-    if filename is None or positions is None:
-        return "an unknown line", ""
-    return f"{filename}:{positions.lineno}", linecache.getline(filename, positions.lineno).strip()
-
-
 def _one_element(t: TensorProxy) -> bool:
     return all(type(d) is int for d in t.shape) and math.prod(t.shape) == 1
 
@@ -97,10 +89,10 @@ def _check(condition: TensorProxy, holds: bool, message: tuple, note: str) -> No
     checked_assert(condition, holds, message, note)
 
 
-def _refuse(what: str, where: str, source: str):
+def _refuse(what: str, where: str):
     return do_raise(
         NotImplementedError(
-            f"{what} at {where}: `{source}`: thunder_ext.jit traces no branch on what the computation computes "
+            f"{what}{where}: thunder_ext.jit traces no branch on what the computation computes "
             "(a data dependency); thunder_ext.thunderfx runs it (Dynamo splits the graph there, or checks an "
             "assert when it runs)"
         )
@@ -116,16 +108,16 @@ def checking_tensor_asserts(handler: Callable, jumps_on: bool, *, when: Callable
         if not isinstance(stack[-1], TensorProxy) or not when():
             return handler(inst, stack=stack, co=co, **kwargs)
         condition: TensorProxy = stack.pop()
-        where, source = _user_line()
+        where = user_line()
         assertion = _assertion(co, inst, jumps_on)
         if assertion is None:
-            return _refuse("a branch on a tensor's value", where, source)
+            return _refuse("a branch on a tensor's value", where)
         holds, message = assertion
         if message is _COMPUTED:
-            return _refuse("an assert whose message is computed where it fails", where, source)
+            return _refuse("an assert whose message is computed where it fails", where)
         if not _one_element(condition):
-            return _refuse(f"an assert on a tensor of shape {tuple(condition.shape)}", where, source)
-        note = f"assert at {where}" + (f": `{source}`" if source else "") + " (checked by thunder_ext.jit before the writes after it)"
+            return _refuse(f"an assert on a tensor of shape {tuple(condition.shape)}", where)
+        note = f"assert{where} (checked by thunder_ext.jit before the writes after it)"
         record_source_loc_in_symbol_header(_check)(condition, holds, message, note)
         stack.append(wrap_const(holds))  # the way on which the assert holds: tracing goes on there
         return handler(inst, stack=stack, co=co, **kwargs)
