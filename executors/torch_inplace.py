@@ -51,11 +51,12 @@ class InplaceExecutor(OperatorExecutor, FusionExecutor):
 
     def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
         # imported here: the passes' analyses import this module
+        from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
         from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
         from thunder_ext.transforms.saved_for_backward import clone_saved_values_before_writes
         from thunder_ext.transforms.uncomputed_writes import keep_uncomputed_writes_out_of_regions
 
-        trace = clone_saved_values_before_writes(_lines_inside_writes(trace))
+        trace = clone_saved_values_before_writes(_lines_inside_writes(zeros_with_their_prims(trace)))
         return keep_uncomputed_writes_out_of_regions(pin_reads_of_overwritten_storage(trace))
 
 

@@ -143,7 +143,9 @@ def train_step_matches_eager(model: torch.nn.Module, x: torch.Tensor, steps: int
         # ema and calls; h's writes (+= then relu_) are read through `computed` alone, so none is left
         (EmaNet, (5, 6), 2),
         # ema, calls, and h (one write, which h.detach() observes). Stock thunder 0.2.6 with its torch.compile
-        # executor fails on this model's backward too (a region names `detach_vjp`'s zeros without them).
+        # executor fails on this model's backward too: a region names `detach_vjp`'s zeros, which its dce drops
+        # (the extension gives them their prims: transforms/gradient_zeros.py), and Dynamo cannot trace
+        # `detach_vjp` itself ("Attempted to call function marked as skipped": optree's flatten)
         pytest.param(DetachedEmaNet, (5, 6), 3, marks=pytest.mark.executor_sets("defaults")),
     ],
     ids=["batchnorm1d", "conv-batchnorm2d", "buffer-and-inplace-activations", "detached-read-of-an-inplace-activation"],
@@ -153,6 +155,21 @@ def test_a_training_step_matches_eager_with_its_buffer_writes_in_place(make_mode
     jitted = train_step_matches_eager(make_model().train(), torch.randn(shape))
     assert len(hows(jitted)) == writes and "copy" not in hows(jitted), thunder_ext.inplace_decisions(jitted)
     assert thunder.last_backward_traces(jitted), "the step was not differentiated"
+
+
+def use_one_half(x):
+    a, b = torch.split(x, 2)  # b receives no cotangent: thunder's autodiff binds zeros for it
+    return (a * 2).exp()
+
+
+def test_the_zeros_of_a_missing_cotangent_stay_in_their_region():
+    # stock thunder 0.2.6 with its torch.compile executor: "name 't7' is not defined" in the backward region,
+    # whose dce dropped the zeros (transforms/gradient_zeros.py)
+    x = torch.randn(4)
+    xe, xj = x.clone().requires_grad_(), x.clone().requires_grad_()
+    use_one_half(xe).sum().backward()
+    thunder_ext.jit(use_one_half)(xj).sum().backward()
+    assert_close(xj.grad, xe.grad)
 
 
 def write_a_buffer_from_a_differentiated_value(x, buf):

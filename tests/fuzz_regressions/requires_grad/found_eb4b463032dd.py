@@ -1,0 +1,19 @@
+# known failure under torch_compile: thunder 0.2.6 differentiates a write into a view of an intermediate wrongly (the base's cotangent never reaches the written value: its gradient is zeros, stock thunder's none); under this executor the zeros-made gradient lands in a forward region, which the split does not save for the backward (docs/design.md, Limits)
+# KeyError: 't47'
+# grad setting: grad [1]
+import torch
+
+
+def program(a0, a1):
+    r1 = a0.clone()
+    v2 = r1.unsqueeze(0)
+    v3 = r1.unsqueeze(0)
+    v2.add_(a1)
+    return (r1,)
+
+
+def make_args():
+    torch.manual_seed(0)
+    a0 = torch.randn((1,))
+    a1 = torch.randn(())
+    return [a0, a1]
