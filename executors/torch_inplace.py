@@ -19,7 +19,7 @@ Two kinds of operator:
 The executor is also a fusion executor that fuses nothing: listed before the others (``thunder_ext.jit``,
 the plugin and the backend put it first), its fusion pass runs after thunder has claimed every op and
 before any other fusion pass, the one point where a pass sees the trace that the fusion passes group. It
-clones what the backward reads before a write overwrites it (``transforms/saved_for_backward.py``), pins
+gives the zeros of a missing cotangent their prims (``transforms/gradient_zeros.py``), clones what the backward reads before a write overwrites it (``transforms/saved_for_backward.py``), pins
 what rematerialization must not recompute across a write (``transforms/no_recomputation.py``), and keeps
 out of the fusion passes the writes that no region keeps (``transforms/uncomputed_writes.py``). A write's user
 line goes onto the ``copy_to_out_`` it calls, which is all of it that nvFuser's flattening keeps.
@@ -56,8 +56,15 @@ class InplaceExecutor(OperatorExecutor, FusionExecutor):
         from thunder_ext.transforms.saved_for_backward import clone_saved_values_before_writes
         from thunder_ext.transforms.uncomputed_writes import keep_uncomputed_writes_out_of_regions
 
-        trace = clone_saved_values_before_writes(_lines_inside_writes(zeros_with_their_prims(trace)))
-        return keep_uncomputed_writes_out_of_regions(pin_reads_of_overwritten_storage(trace))
+        for prepare in (
+            zeros_with_their_prims,
+            _lines_inside_writes,
+            clone_saved_values_before_writes,
+            pin_reads_of_overwritten_storage,
+            keep_uncomputed_writes_out_of_regions,
+        ):
+            trace = prepare(trace)
+        return trace
 
 
 def _lines_inside_writes(trace: TraceCtx) -> TraceCtx:
