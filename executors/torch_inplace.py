@@ -19,10 +19,11 @@ Two kinds of operator:
 The executor is also a fusion executor that fuses nothing: listed before the others (``thunder_ext.jit``,
 the plugin and the backend put it first), its fusion pass runs after thunder has claimed every op and
 before any other fusion pass, the one point where a pass sees the trace that the fusion passes group. It
-gives the zeros of a missing cotangent their prims (``transforms/gradient_zeros.py``), clones what the backward reads before a write overwrites it (``transforms/saved_for_backward.py``), pins
-what rematerialization must not recompute across a write (``transforms/no_recomputation.py``), and keeps
-out of the fusion passes the writes that no region keeps (``transforms/uncomputed_writes.py``). A write's user
-line goes onto the ``copy_to_out_`` it calls, which is all of it that nvFuser's flattening keeps.
+gives the zeros of a missing cotangent their prims (``transforms/gradient_zeros.py``), clones what the
+backward reads before a write overwrites it (``transforms/saved_for_backward.py``), pins what
+rematerialization must not recompute across a write (``transforms/no_recomputation.py``), and keeps out of
+the fusion passes the writes that no region keeps (``transforms/uncomputed_writes.py``). A write's user line
+goes onto the ``copy_to_out_`` it calls, which is all of it that nvFuser's flattening keeps.
 """
 
 from __future__ import annotations

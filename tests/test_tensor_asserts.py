@@ -58,7 +58,8 @@ def test_an_assert_on_a_tensor_is_checked_before_any_write_as_eager_checks_it(tr
             with pytest.raises(AssertionError) as raised:
                 jitted(k)
             assert raised.value.args == error.args == ()
-            assert re.search(r"test_tensor_asserts\.py:\d+: `assert \(self.cache_pos\[0\] \+ seq_len\)", raised.value.__notes__[0])
+            note = raised.value.__notes__[0]
+            assert re.search(r"test_tensor_asserts\.py:\d+: `assert \(self.cache_pos\[0\] \+ seq_len\)", note)
             assert_close(model.k_cache, before[0], rtol=0, atol=0)  # nothing written
             assert_close(model.cache_pos, before[1], rtol=0, atol=0)
         else:
@@ -116,7 +117,8 @@ def branch_on_a_tensor(x):
 def test_a_branch_on_a_tensor_names_the_line_and_thunderfx_and_stock_thunder_is_unchanged():
     x = torch.ones(3)
     with pytest.raises(
-        NotImplementedError, match=r"a branch on a tensor's value at .*test_tensor_asserts\.py:\d+: `if x.sum\(\) > 0:`.*thunder_ext.thunderfx"
+        NotImplementedError,
+        match=r"a branch on a tensor's value at .*test_tensor_asserts\.py:\d+: `if x.sum\(\) > 0:`.*thunder_ext.thunderfx",
     ):
         thunder_ext.jit(branch_on_a_tensor)(x)
     with pytest.raises(NotImplementedError, match=r"^casting a TensorProxy to a Python boolean is not supported"):
