@@ -80,13 +80,6 @@ def test_random_inplace_programs_match_eager_with_inputs_that_require_grad(progr
     _check_keeping_failures(headed, GRAD_REGRESSIONS, grad=setting)
 
 
-@pytest.mark.parametrize("path", sorted(GRAD_REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
-def test_regression_with_inputs_that_require_grad(path: Path, executor_set: str, request: pytest.FixtureRequest):
-    source = path.read_text()
-    _mark_if_known_failure_under(source, executor_set, request)
-    check_against_eager(Program(source), grad=GradSetting.of(source))
-
-
 @pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
 def test_each_scheduler_keeps_a_backward_that_returns_its_cotangent(scheduler):
     # found under SinkReads, which put `clear_mutable_collection(cotangents)` above `t2, = cotangents`; the saved
@@ -148,6 +141,18 @@ def test_regression(path: Path, fusion, scheduler, executor_set: str, request: p
     source = path.read_text()
     _mark_if_known_failure_under(source, executor_set, request)
     check_against_eager(Program(source), scheduler, fusion=fusion)
+
+
+GRAD_REGRESSION_PARAMS = [
+    pytest.param(p, id=p.stem, marks=_known_failure(p)) for p in sorted(GRAD_REGRESSIONS.glob("*.py"))
+]
+
+
+@pytest.mark.parametrize("path", GRAD_REGRESSION_PARAMS)
+def test_regression_with_inputs_that_require_grad(path: Path, executor_set: str, request: pytest.FixtureRequest):
+    source = path.read_text()
+    _mark_if_known_failure_under(source, executor_set, request)
+    check_against_eager(Program(source), grad=GradSetting.of(source))
 
 
 def _mark_if_known_failure_under(source: str, executor_set: str, request: pytest.FixtureRequest) -> None:
