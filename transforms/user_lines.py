@@ -10,8 +10,8 @@ The trace the rule forbids, from ``k.index_copy_(2, pos, nk)`` at line 3 of ``mo
     # <eval_with_key>.2:5:     index_copy_ = l_k_.index_copy_(2, l_pos_, l_nk_);  l_pos_ = l_nk_ = ...
     t15 = ltorch.index_copy(t14, 2, pos, nk)
 
-With the rule it reads ``# model.py:3: k.index_copy_(2, pos, nk)``, so the decisions, the errors that name a
-line and ``thunder.last_traces`` say what ``thunder_ext.jit`` says for the same function.
+With the rule it reads ``# model.py:3: k.index_copy_(2, pos, nk)``, so the decisions and ``thunder.last_traces``
+name the line that ``thunder_ext.jit`` names for the same function.
 """
 
 from __future__ import annotations
