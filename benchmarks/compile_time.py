@@ -24,7 +24,7 @@ import torch
 from thunder_ext.benchmarks.decode import PROMPT, prompt
 from thunder_ext.benchmarks.measure import THUNDER_EXT_TC, THUNDER_TC, compiled, gc_paused, seconds, status
 from thunder_ext.benchmarks.report import Table, Target, ratio, torch_compile_executor_parity
-from thunder_ext.demo import small_model
+from thunder_ext.tools.demo_model import small_model
 
 JITS = ("thunder.jit", "thunder_ext.jit", THUNDER_TC, THUNDER_EXT_TC)
 

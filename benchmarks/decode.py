@@ -1,6 +1,6 @@
 """litgpt decode step: one token per sequence through a small llama-style model with its KV cache.
 
-The model is the demo's (``thunder_ext.demo.small_model``: 4 layers, n_embd 512, 8 heads), for batch 1
+The model is the demo's (``thunder_ext.tools.demo_model.small_model``: 4 layers, n_embd 512, 8 heads), for batch 1
 and 4 and several ``max_seq_length``. Eager runs as litgpt's ``generate`` runs it, told the positions
 written (``input_pos_maxp1``), so it attends to those; litgpt tells a thunder module nothing, so the
 thunder runners with litgpt's cache attend over all ``max_seq_length`` positions with a mask, and their step
@@ -34,7 +34,7 @@ from thunder_ext.benchmarks.measure import (
 )
 from thunder_ext.benchmarks.generate import GROWING
 from thunder_ext.benchmarks.report import Table, Target, mib, ms, plot_per_length, ratio, torch_compile_executor_parity
-from thunder_ext.demo import small_model
+from thunder_ext.tools.demo_model import small_model
 
 PROMPT = 8
 DECODE_RUNNERS = (*RUNNERS, GROWING)

@@ -11,7 +11,7 @@
   which the extension's backend runs, enters them in thunder's function map, so in this process the stock
   backend traces them too.
 - ``kv_write`` and ``decode``: a module's KV-cache write (two ``index_copy_`` into buffers) and the demo
-  model's decode step (``thunder_ext.demo.small_model``, batch 1, ``inference_mode``), through
+  model's decode step (``thunder_ext.tools.demo_model.small_model``, batch 1, ``inference_mode``), through
   ``thunder_ext.jit`` and through ``thunder.compile(module, recipe=..., plugins="inplace")`` with the same
   executors (thunder's defaults: ``thunder_ext.DefaultExecutorsRecipe``). The difference is the recipe's ``PrunePrologueChecks``: it drops the
   prologue's metadata checks of the module's parameters and buffers.
@@ -33,7 +33,7 @@ from thunder.executors.torch_compile import torch_compile_ex
 import thunder_ext
 from thunder_ext.benchmarks.measure import Allocations, allocations, configure_inductor, interleaved_medians, status
 from thunder_ext.benchmarks.report import Table, Target, mib, ms, ratio
-from thunder_ext.demo import small_model
+from thunder_ext.tools.demo_model import small_model
 
 Config = tuple[str, int, int]  # (case, count, size)
 # seconds per call, first-call seconds, allocations, and the extension's writes: (in place, all)

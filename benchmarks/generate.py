@@ -23,7 +23,7 @@ from thunder.executors.torch_compile import torch_compile_ex
 import thunder_ext
 from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, seconds, status
 from thunder_ext.benchmarks.report import Table, Target, mib, ms, plot_per_length, ratio
-from thunder_ext.demo import small_model
+from thunder_ext.tools.demo_model import small_model
 
 PROMPT = 16
 NEW_TOKENS = (128, 512)

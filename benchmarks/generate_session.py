@@ -3,7 +3,7 @@ each, in wall time with every compilation, as a user's first session runs them.
 
 Each runner runs the whole session in a fresh process of its own, with an empty Inductor cache, so that no
 runner reuses what another compiled. The growing cache's prompts are grouped by the bucket their length
-falls in (``thunder_ext.growing_cache.capacity_for``), to count what each bucket compiles.
+falls in (``thunder_ext.integrations.growing_cache.capacity_for``), to count what each bucket compiles.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from thunder_ext.benchmarks.generate import (
 )
 from thunder_ext.benchmarks.measure import gc_paused, status
 from thunder_ext.benchmarks.report import Table, Target, ratio
-from thunder_ext.demo import small_model
+from thunder_ext.tools.demo_model import small_model
 
 LENGTHS = (5, 7, 10, 14, 19, 26, 36, 50, 69, 95, 131, 180, 230, 270)
 NEW = 8
@@ -69,7 +69,7 @@ def _session(name: str, lengths: tuple[int, ...], threads: int) -> Session:
 
 
 def report(results: dict[str, Session]) -> Table:
-    from thunder_ext.growing_cache import MIN_CAPACITY, capacity_for
+    from thunder_ext.integrations.growing_cache import MIN_CAPACITY, capacity_for
 
     lengths = LENGTHS[: len(results[EAGER].seconds)]
     table = Table(

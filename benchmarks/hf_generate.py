@@ -80,7 +80,7 @@ def runner(name: str, base: torch.nn.Module) -> Runner:
     model = copy.deepcopy(base)
     kwargs = {"cache_implementation": "static"} if name in STATIC else {}
     if name == EAGER_GROWING:
-        from thunder_ext.hf_transformers import use_growing_cache_by_default  # transformers, as small_llama
+        from thunder_ext.integrations.hf_transformers import use_growing_cache_by_default  # transformers, as small_llama
 
         use_growing_cache_by_default(model)
     if name == INDUCTOR_STATIC:

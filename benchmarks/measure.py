@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import platform
-import statistics
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import thunder
@@ -15,6 +11,10 @@ import torch
 from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
+# the suite's timing, shared with the demo; the benchmarks import it from here
+from thunder_ext.tools.timing import (  # noqa: F401
+    gc_paused, interleaved_medians, interleaved_samples, report_status, seconds, status, synchronize,
+)
 
 # "after other shapes": one torch.compile per configuration, as a program that has run other shapes
 # before, so that Dynamo's automatic dynamic shapes have made its graph shape-generic (litgpt's slice
@@ -56,91 +56,6 @@ def configure_inductor() -> None:
     # every configuration compiles the same code objects again: past Dynamo's default limit of 8
     # recompilations it would silently run them eagerly
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-
-
-_status: Callable[[str], None] = lambda text: None
-
-
-@contextlib.contextmanager
-def report_status(show: Callable[[str], None]) -> Iterator[None]:
-    """Within the block, what the suite is doing (which runner compiles or is timed) goes to ``show``."""
-    global _status
-    previous, _status = _status, show
-    try:
-        yield
-    finally:
-        _status = previous
-
-
-def status(text: str) -> None:
-    _status(text)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No automatic garbage collection within the block; for first calls, which compile.
-
-    Once torch.compile has run in a process, Dynamo's patched ``nn.Module.__init__`` records every new
-    module in a dict keyed by id whose entries weakref callbacks delete when the module dies
-    (``GenerationTracker.generation_values``). thunder's interpreter walks that dict when the traced
-    code builds a module (litgpt's ``GPT.forward`` builds an ``nn.Identity`` per call); a collection
-    during the walk that frees modules of earlier configurations, held in reference cycles, changes it
-    under the walk: "InterpreterError: ... dictionary changed size during iteration".
-    """
-    enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def seconds(fn: Callable[[], object], device: torch.device) -> float:
-    synchronize(device)
-    start = time.perf_counter()
-    fn()
-    synchronize(device)
-    return time.perf_counter() - start
-
-
-def interleaved_medians(
-    calls: dict[str, Callable[[], object]], device: torch.device, *, warmup: int, repeat: int, rounds: int = 5
-) -> dict[str, float]:
-    """Median seconds per call of each entry over ``repeat`` timed calls (``interleaved_samples``)."""
-    samples = interleaved_samples(calls, device, warmup=warmup, repeat=repeat, rounds=rounds)
-    return {name: statistics.median(s) for name, s in samples.items()}
-
-
-def interleaved_samples(
-    calls: dict[str, Callable[[], object]], device: torch.device, *, warmup: int, repeat: int, rounds: int = 5
-) -> dict[str, list[float]]:
-    """Seconds of each of ``repeat`` timed calls of each entry, after ``warmup`` calls (the first
-    compiles). The entries take turns in
-    ``rounds`` blocks of consecutive calls, so that noise on a shared machine falls on all of them
-    alike (ratios are then taken within one run); blocks, not single calls, because alternating call
-    by call between code paths this different evicts each one's caches and slows microsecond calls
-    (eager's 7.7 µs KV write took 19 µs that way). Each block starts with an untimed call, so that no
-    entry pays for what the one before it evicted (stock thunder streams the whole cache)."""
-    for i in range(warmup):
-        for name, call in calls.items():
-            status(f"compiling {name}" if i == 0 else f"warming up {name}")
-            with gc_paused() if i == 0 else contextlib.nullcontext():
-                call()
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    block = max(1, repeat // rounds)
-    while any(len(s) < repeat for s in samples.values()):
-        for name, call in calls.items():
-            status(f"timing {name}, {len(samples[name])} of {repeat} calls")
-            call()
-            samples[name] += [seconds(call, device) for _ in range(min(block, repeat - len(samples[name])))]
-    return samples
 
 
 @dataclass(frozen=True)

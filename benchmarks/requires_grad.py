@@ -1,7 +1,7 @@
 """Inputs that require grad, as users have them: a litgpt model as constructed decoding under
 ``inference_mode``, ``torch.optim.Adam`` stepping ``nn.Parameter``s, and a training step of a BatchNorm model.
 
-- ``decode``: the demo model (``thunder_ext.demo.small_model``), batch 1, one token per step, under
+- ``decode``: the demo model (``thunder_ext.tools.demo_model.small_model``), batch 1, one token per step, under
   ``torch.inference_mode()`` as litgpt's ``generate`` runs it: ``thunder_ext.jit`` of the model as
   constructed (parameters require grad) against ``thunder_ext.jit`` of the same model after
   ``requires_grad_(False)``, and stock ``thunder.jit`` of the model as constructed.
@@ -24,8 +24,8 @@ import torch
 import thunder_ext
 from thunder_ext.benchmarks.measure import Allocations, allocations, interleaved_medians
 from thunder_ext.benchmarks.report import Table, Target, mib, ms, ratio
-from thunder_ext.demo import small_model
-from thunder_ext.optim import JittedOptimizerStep
+from thunder_ext.tools.demo_model import small_model
+from thunder_ext.integrations.optim import JittedOptimizerStep
 
 Config = tuple[str, object]
 # seconds, allocations, and thunder_ext's writes: (in place, all)

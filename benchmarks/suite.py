@@ -37,7 +37,7 @@ from thunder_ext.benchmarks import (
 )
 from thunder_ext.benchmarks.measure import machine, report_status
 from thunder_ext.benchmarks.report import Table, Target
-from thunder_ext.extras import require
+from thunder_ext.tools.extras import require
 
 CASES = {
     "kv_write": kv_cache_write,

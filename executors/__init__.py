@@ -1,9 +1,10 @@
-"""Executors that run ``copy_to_out_``: PyTorch (CPU and CUDA), thunder's torch.compile executor (inside its
-regions), and nvFuser where it and CUDA are there."""
+"""Executors that run ``copy_to_out_`` and the extension's other ops: PyTorch (CPU and CUDA; ``torch_inplace``, which
+registers every op the passes emit), thunder's torch.compile executor (inside its regions;
+``torch_compile_inplace``), and nvFuser where it and CUDA are there (``nvfuser_inplace``). Nothing here imports a
+pass: what a fusion region may keep is the checker's to decide (``transforms/regions/``)."""
 
-# The PyTorch executor first: the fusion executors' modules import the passes' analyses, which import it.
-from thunder_ext.executors.torch_inplace import inplace_ex  # noqa: I001
-import thunder_ext.executors.torch_compile_inplace  # noqa: F401  (copy_to_out_ in torch_compile_ex, its region rules)
+import thunder_ext.executors.torch_compile_inplace  # noqa: F401  (copy_to_out_ among torch_compile_ex's ops)
 from thunder_ext.executors.nvfuser_inplace import nvfuser_inplace_available
+from thunder_ext.executors.torch_inplace import inplace_ex
 
 __all__ = ["inplace_ex", "nvfuser_inplace_available"]

@@ -14,30 +14,34 @@ Two kinds of operator:
 - ``checked_index(index, ...)``: an index checked before the torch.compile region that writes or reads at
   it (``executors/torch_compile_inplace.py``, rule 4), raising what the op's form here would.
 - ``checked_assert(condition, ...)``: a user's ``assert`` on a tensor, checked when the computation runs
-  (``thunder_ext.tensor_asserts``), raising the ``AssertionError`` eager raises.
+  (``thunder_ext.thunder026.tensor_asserts``), raising the ``AssertionError`` eager raises.
+
+- ``check_aliased_arguments``, ``check_no_leaf_written``: prologue checks that refuse a call before anything runs
+  (``transforms/aliased_arguments.py``, ``transforms/leaf_writes.py`` put them there).
+
+Every operator the extension's passes emit is registered here, and this module imports no pass: passes import
+it, never the reverse.
 
 The executor is also a fusion executor that fuses nothing: listed before the others (``thunder_ext.jit``,
 the plugin and the backend put it first), its fusion pass runs after thunder has claimed every op and
-before any other fusion pass, the one point where a pass sees the trace that the fusion passes group. It
-gives the zeros of a missing cotangent their prims (``transforms/gradient_zeros.py``), clones what the
-backward reads before a write overwrites it (``transforms/saved_for_backward.py``), pins what
-rematerialization must not recompute across a write (``transforms/no_recomputation.py``), and keeps out of
-the fusion passes the writes that no region keeps (``transforms/uncomputed_writes.py``). A write's user line
-goes onto the ``copy_to_out_`` it calls, which is all of it that nvFuser's flattening keeps.
+before any other fusion pass, the one point where a pass sees the trace that the fusion passes group. It runs
+there the passes the pipeline gives it (``prepare_fusion_with``; ``transforms/pipeline.py`` lists them).
 """
 
 from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 import torch
 from thunder.core import dtypes, prims
 from thunder.core.proxies import TensorProxy
-from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, from_trace
+from thunder.core.pytree import tree_flatten
+from thunder.core.symbol import BoundSymbol, Symbol
+from thunder.executors.torchex import ex as torch_ex
+from thunder.core.trace import TraceCtx
 from thunder.extend import FusionExecutor, OperatorExecutor, register_executor
 
 from thunder_ext.inplace_errors import named_runtime_error
@@ -45,40 +49,25 @@ from thunder_ext.primitive import copy_to_out_
 
 
 class InplaceExecutor(OperatorExecutor, FusionExecutor):
-    """Runs the extension's ops; its fusion pass, the first, prepares the trace for the others'."""
+    """Runs the extension's ops; its fusion pass, the first, runs the passes that prepare the trace for the
+    other fusion passes."""
+
+    def __init__(self, name: str, *, version: str) -> None:
+        super().__init__(name, version=version)
+        self._preparations: tuple[Callable[[TraceCtx], TraceCtx], ...] = ()
+
+    def prepare_fusion_with(self, passes: Sequence[Callable[[TraceCtx], TraceCtx]]) -> None:
+        """Run ``passes``, in order, as this executor's fusion pass: given by the pipeline, which imports the
+        passes, so that this module imports none."""
+        self._preparations = tuple(passes)
 
     def can_fuse(self, bsym: BoundSymbol) -> bool:
         return False  # claims only what it implements, as an operator executor
 
     def fusion_pass(self, trace: TraceCtx) -> TraceCtx:
-        # imported here: the passes' analyses import this module
-        from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
-        from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
-        from thunder_ext.transforms.saved_for_backward import clone_saved_values_before_writes
-        from thunder_ext.transforms.uncomputed_writes import keep_uncomputed_writes_out_of_regions
-
-        for prepare in (
-            zeros_with_their_prims,
-            _lines_inside_writes,
-            clone_saved_values_before_writes,
-            pin_reads_of_overwritten_storage,
-            keep_uncomputed_writes_out_of_regions,
-        ):
+        for prepare in self._preparations:
             trace = prepare(trace)
         return trace
-
-
-def _lines_inside_writes(trace: TraceCtx) -> TraceCtx:
-    """``trace`` with each write's user line on the ``copy_to_out_`` it calls too: a fusion pass that flattens an
-    op into its subsymbols (nvFuser) keeps only those, and a decision names the write by its line."""
-    lined = from_trace(trace)
-    lined.bound_symbols = [
-        b.from_bsym(subsymbols=[s.from_bsym(source_filename=b.source_filename, source_positions=b.source_positions) for s in b.subsymbols])
-        if b.sym is plain_copy_to_out
-        else b
-        for b in trace.bound_symbols
-    ]
-    return lined
 
 
 inplace_ex = InplaceExecutor("thunder_ext_inplace", version="0.1")
@@ -93,7 +82,7 @@ plain_copy_to_out = inplace_ex.register_operator("copy_to_out_", like=copy_to_ou
 inplace_ex.register_implementation(copy_to_out_, plain_copy_to_out)
 
 # ``update_aliases`` that also states that its tensors share storage, which no op of the trace shows: the
-# arguments ``thunder_ext.alias_updates`` traces apart. thunder's own ``update_aliases`` cannot
+# arguments ``thunder_ext.thunder026.alias_updates`` traces apart. thunder's own ``update_aliases`` cannot
 # say it: it also renames tensors of different storages together (``q`` and ``k`` before an attention
 # reads both), and taking those for one storage would cost in-place writes.
 share_storage = inplace_ex.register_operator("share_storage", like=prims.update_aliases, fn=lambda aliases: aliases)
@@ -150,7 +139,7 @@ checked_index = inplace_ex.register_operator("checked_index", meta=lambda index,
 
 def _checked_assert(condition: torch.Tensor, holds: bool, message: tuple, where: str) -> torch.Tensor:
     """``condition`` once ``bool(condition) == holds``; else the ``AssertionError`` of the user's ``assert`` that it
-    stands for (``thunder_ext.tensor_asserts``): ``message`` holds the assert's arguments, the text where it is
+    stands for (``thunder_ext.thunder026.tensor_asserts``): ``message`` holds the assert's arguments, the text where it is
     a constant (none: ``assert cond``), and ``where`` (the user's line) goes into a note."""
     if bool(condition) != holds:
         error = AssertionError(*message)
@@ -165,6 +154,73 @@ checked_assert = inplace_ex.register_operator(
     "checked_assert",
     meta=lambda condition, *args: TensorProxy(like=condition),
     fn=_checked_assert,
+    tags=(prims.OpTags.DONT_DCE,),
+)
+
+
+class AliasedArgumentsError(RuntimeError):
+    """Two arguments share storage in a way thunder cannot represent; nothing was run or written."""
+
+
+def _layout(t: torch.Tensor) -> str:
+    return f"shape {tuple(t.shape)}, stride {t.stride()}, offset {t.storage_offset()}"
+
+
+def _representable(first: torch.Tensor, other: torch.Tensor) -> bool:
+    if first.numel() != other.numel():
+        return True  # traced as itself, not as a reshape of ``first``
+    if (first.shape, first.stride(), first.storage_offset()) == (other.shape, other.stride(), other.storage_offset()):
+        return True
+    return first.is_contiguous() and other.is_contiguous() and first.storage_offset() == other.storage_offset()
+
+
+def _check_aliased_arguments(args, kwargs, computation_args, groups: str) -> None:
+    """The rule of ``transforms/aliased_arguments.py``, on one call's arguments."""
+    flat, _ = tree_flatten((args, kwargs))
+    for group in groups.split("-"):
+        first, *others = positions = [int(i) for i in group.split(",")]
+        members = {id(flat[i]) for i in positions}
+        applied = [i for i in positions if i < len(computation_args)]
+        holding = {j for j, a in enumerate(computation_args) if id(a) in members}
+        misplaced = any(id(computation_args[i]) not in members for i in applied)  # a stranger made an alias
+        unseen = len(holding) > 1 and not holding <= set(applied)  # aliases traced as unrelated tensors
+        if misplaced or unseen:
+            raise AliasedArgumentsError(
+                f"thunder_ext.jit: arguments {', '.join(map(str, positions))} (flattened positions) share storage, "
+                "and thunder 0.2.6 would apply that aliasing to the wrong arguments because the function does "
+                "not use every argument, so nothing was run. Pass the tensor once."
+            )
+        for i in others:
+            if not _representable(flat[first], flat[i]):
+                raise AliasedArgumentsError(
+                    f"thunder_ext.jit: arguments {first} and {i} (flattened positions) share storage as different "
+                    f"views ({_layout(flat[first])}; {_layout(flat[i])}). thunder would compute with one as a "
+                    "reshape of the other and give wrong values, so nothing was run. Pass the base tensor and "
+                    "take the view inside the function."
+                )
+
+
+check_aliased_arguments = inplace_ex.register_operator(
+    "check_aliased_arguments",
+    meta=lambda args, kwargs, computation_args, groups: None,
+    fn=_check_aliased_arguments,
+    tags=(prims.OpTags.DONT_DCE,),
+)
+
+LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
+
+
+def _check_no_leaf_written(computation_args, positions: tuple[int, ...], writes: tuple[str, ...]) -> None:
+    """The rule of ``transforms/leaf_writes.py``, on one call's arguments."""
+    for i, what in zip(positions, writes):
+        if computation_args[i].is_leaf and computation_args[i].requires_grad:
+            raise RuntimeError(f"thunder_ext.jit: {what}, which is a leaf that requires grad, so nothing was run: {LEAF_ERROR}")
+
+
+check_no_leaf_written = inplace_ex.register_operator(
+    "check_no_leaf_written",
+    meta=lambda computation_args, positions, writes: None,
+    fn=_check_no_leaf_written,
     tags=(prims.OpTags.DONT_DCE,),
 )
 
@@ -212,3 +268,34 @@ ELEMENTWISE_OPS = {name: _register(f"copy_to_out_{name}", run) for name, run in 
 # The same kernels for buffer reuse (transforms/reuse_buffers.py), named apart: their `out` is a dead
 # buffer or the next write's target, not a write of the program.
 INTO_OPS = {name: _register(f"{name}_into", run) for name, run in _ELEMENTWISE_RUNS.items()}
+
+
+# The one place that says which ops have an in-place form; the passes ask these.
+def inplace_form(op: BoundSymbol) -> Symbol | None:
+    """The operator that runs ``op``, an op of thunder's PyTorch executor, straight into an ``out`` tensor
+    (``copy_to_out_<op>``); None where it has none."""
+    if op.sym.executor is not torch_ex:
+        return None
+    return BASE_UPDATE_OPS.get(op.sym.name) or ELEMENTWISE_OPS.get(op.sym.name)
+
+
+def updates_a_base(op: BoundSymbol) -> bool:
+    """Whether ``op`` is one that updates its first argument, the base (``index_copy``, ``scatter``...), whose
+    in-place form writes the base's storage."""
+    return op.sym.name in BASE_UPDATE_OPS
+
+
+def into_form(op: BoundSymbol) -> Symbol | None:
+    """The operator that runs ``op``, an elementwise op of thunder's PyTorch executor with one result, into a buffer
+    of its own choosing (``<op>_into``); None where it has none."""
+    if op.sym.executor is not torch_ex or len([o for o in op.flat_proxy_outs if isinstance(o, TensorProxy)]) != 1:
+        return None
+    return INTO_OPS.get(op.sym.name)
+
+
+def is_elementwise_write(op: BoundSymbol) -> bool:
+    """Whether ``op`` is an elementwise op run straight into its ``out`` (what ``inplace_form`` gives)."""
+    return op.sym in _ELEMENTWISE_WRITES
+
+
+_ELEMENTWISE_WRITES = frozenset(ELEMENTWISE_OPS.values())

@@ -1,11 +1,10 @@
 """Every test runs under each executor set: thunder's defaults, and thunder's torch.compile executor
 ahead of them (a path proven on one executor is not proven on another).
 
-``--executor-set NAME`` (``thunder_ext.pytest_plugin``) runs one set only. A test, or a module
+``--executor-set NAME`` (``thunder_ext.tools.pytest_plugin``) runs one set only. A test, or a module
 (``pytestmark``), of a path that only some sets have is marked ``@pytest.mark.executor_sets(*names)``.
 """
 
-import gc
 import warnings
 
 import pytest
@@ -14,7 +13,8 @@ warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
 import thunder  # noqa: E402  (after the filter: thunder warns at import)
 
-from thunder_ext.pytest_plugin import EXECUTOR_SET_OPTION, EXECUTOR_SETS, executors_of  # noqa: E402
+from thunder_ext.tools.pytest_plugin import EXECUTOR_SET_OPTION, EXECUTOR_SETS, executors_of  # noqa: E402
+from thunder_ext.tools.timing import gc_paused  # noqa: E402
 
 pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in pytest
 
@@ -59,11 +59,6 @@ def no_collection_while_thunder_traces():
     interpreter walks Dynamo's registry of live modules when traced code builds one (litgpt's forward,
     HF transformers' models); once torch.compile has run in the process, a collection during that walk
     shrinks the registry under it ("InterpreterError: ... dictionary changed size during iteration",
-    stock thunder too): runs here hit it in a litgpt test and in an HF test. ``measure.gc_paused`` says more."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    stock thunder too): runs here hit it in a litgpt test and in an HF test. ``gc_paused`` says more."""
+    with gc_paused(collect=False):
         yield
-    finally:
-        if enabled:
-            gc.enable()

@@ -25,10 +25,10 @@ from thunder.executors.torchex import ex as torch_ex
 from thunder.extend import FusionExecutor
 
 import thunder_ext
-from thunder_ext.executors.nvfuser_inplace import NVFUSER_RULES
+from thunder_ext.transforms.regions.nvfuser import NVFUSER_RULES
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS
-from thunder_ext.transforms.fusion_regions import register_region_rules
+from thunder_ext.transforms.regions.rules import register_region_rules
 
 
 def runnable(bsyms, inputs, outputs):

@@ -19,12 +19,12 @@ import torch
 import torch._dynamo.mutation_guard as mutation_guard
 from thunder.core.interpreter import InterpreterError
 
-from thunder_ext import cli, extras
+from thunder_ext.tools import cli, extras
 from thunder_ext.benchmarks import compile_time, suite
 from thunder_ext.benchmarks.measure import interleaved_samples, report_status
 from thunder_ext.benchmarks.report import Table, Target
-from thunder_ext.demo import main as demo_main
-from thunder_ext.demo import summary
+from thunder_ext.tools.demo import main as demo_main
+from thunder_ext.tools.demo import summary
 
 
 @pytest.fixture
@@ -84,7 +84,7 @@ def test_each_command_help_names_the_command(command, capsys):
 
 @pytest.mark.executor_sets("defaults")  # compiles nothing
 def test_python_dash_m_runs_the_command_line():
-    done = subprocess.run([sys.executable, "-m", "thunder_ext.cli", "--help"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "thunder_ext.tools.cli", "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: thunder-ext ") and all(f"    {c} " in done.stdout for c in ("demo", "bench"))
 

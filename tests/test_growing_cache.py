@@ -1,4 +1,4 @@
-"""``thunder_ext.set_kv_cache``: the rules of ``thunder_ext/growing_cache.py``, each against eager litgpt with
+"""``thunder_ext.set_kv_cache``: the rules of ``thunder_ext/integrations/growing_cache.py``, each against eager litgpt with
 litgpt's own cache, on the same weights, under ``torch.inference_mode()`` as litgpt's ``generate`` runs.
 
 The models have one layer, so that each bucket's compilation is short; the sequences are a few dozen
@@ -20,7 +20,7 @@ from helpers import VOCAB, caches, small_llama
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
 from litgpt.generate.base import generate  # noqa: E402
 
-from thunder_ext.growing_cache import capacity_for  # noqa: E402
+from thunder_ext.integrations.growing_cache import capacity_for  # noqa: E402
 
 
 def eager_and_jitted(limit: int, min_capacity: int, batch_size: int = 1, **overrides):

@@ -24,8 +24,8 @@ import thunder_ext
 transformers = pytest.importorskip("transformers")
 from thunder.recipes import HFTransformers  # noqa: E402  (imports transformers)
 
-from thunder_ext.buckets import capacity_for  # noqa: E402
-from thunder_ext.hf_transformers import GrowingStaticCache, HFTransformersRecipe, masks_for_generate  # noqa: E402
+from thunder_ext.integrations.buckets import capacity_for  # noqa: E402
+from thunder_ext.integrations.hf_transformers import GrowingStaticCache, HFTransformersRecipe, masks_for_generate  # noqa: E402
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=128, max_position_embeddings=128)  # fmt: skip

@@ -19,17 +19,16 @@ from fake_nvfuser import fake_nvfuser, fake_nvfuser_jit, fusion_region
 from helpers import (
     assert_matches_eager,
     computation,
-    negated_then_read,
     pinned_operands_of_the_result,
     read_then_written_beside_a_free_read,
     tracing,
 )
 from thunder_ext.executors import nvfuser_inplace_available
-from thunder_ext.executors.nvfuser_inplace import nvfuser_write_blocker
+from thunder_ext.transforms.regions.nvfuser import nvfuser_write_blocker
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, fused_writes, is_copy_to_out
-from thunder_ext.transforms.fusion_regions import RegionOps
+from thunder_ext.transforms.regions.rules import RegionOps
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 # Its own executors (a stand-in fusion executor), whatever thunder's defaults are.
@@ -403,29 +402,3 @@ def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_pri
     f = read_then_written_beside_a_free_read
     jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3), jit=fake_nvfuser_jit)
     assert pinned_operands_of_the_result(thunder.last_traces(jfn)[-1]) == [True, False]
-
-
-def test_rematerialization_never_runs_a_write_twice():
-    rematerialized = negated_then_read(fake_nvfuser, pin=True, claimed=False)
-    assert [bool(fused_writes(b)) for b in rematerialized.bound_symbols if b.sym.is_fusion] == [True, False]
-
-    proved, decisions = prove_inplace_writes(rematerialized)
-    assert [d.how for d in decisions] == ["in place in an nvFuser region"]
-    a = torch.randn(4)
-    ours = a.clone()
-    torch.testing.assert_close(proved.python_callable()(ours), torch.exp(-2 * a))
-    torch.testing.assert_close(ours, -a)
-
-
-def test_the_checker_refuses_a_region_that_runs_a_write_twice():
-    # unpinned, thunder's rematerialization moves `neg` and the write into the region that reads their
-    # result, which then negates the already negated x a second time
-    rematerialized = negated_then_read(fake_nvfuser, pin=False, claimed=False)
-    assert fused_writes(rematerialized.bound_symbols[1]), "the premise: rematerialization copied the write"
-    a = torch.randn(4)
-    stock = a.clone()
-    rematerialized.python_callable()(stock)
-    assert torch.equal(stock, a), "the premise: run twice, the write undoes itself"
-
-    with pytest.raises(thunder_ext.InplaceOrderingError, match="`nvFusion1` recomputes .* and writes again"):
-        prove_inplace_writes(rematerialized)

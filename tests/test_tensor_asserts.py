@@ -1,4 +1,4 @@
-"""A user's ``assert`` on a tensor's value (``thunder_ext.tensor_asserts``): checked when the computation runs,
+"""A user's ``assert`` on a tensor's value (``thunder_ext.thunder026.tensor_asserts``): checked when the computation runs,
 before any write, raising eager's ``AssertionError``; any other branch on a tensor's value is refused naming the
 user's line and ``thunder_ext.thunderfx``.
 

@@ -1,5 +1,5 @@
 """thunder's own in-place suites, run with thunder.jit replaced by thunder_ext.jit (the ``--thunder-ext``
-pytest option of ``thunder_ext.pytest_plugin``); see docs/thunder_suites.md for the command and results."""
+pytest option of ``thunder_ext.tools.pytest_plugin``); see docs/thunder_suites.md for the command and results."""
 
 import subprocess
 import sys

@@ -11,7 +11,7 @@ from thunder.core import prims
 from thunder.executors.torch_compile import torch_compile_ex
 
 import thunder_ext
-from fake_nvfuser import fusion_region
+from fake_nvfuser import fake_nvfuser, fusion_region
 from helpers import (
     VOCAB,
     Pair,
@@ -384,25 +384,47 @@ def test_the_fusion_pass_receives_what_a_write_overwrites_pinned():
     assert pinned_operands_of_the_result(thunder.last_traces(jfn)[-1]) == [True, False]
 
 
-def test_no_region_recomputes_a_write_of_an_earlier_one():
-    remat = negated_then_read(torch_compile_ex, pin=True, claimed=True)
+# both fusion executors, the one that runs its ops in order and the one that schedules them (nvFuser's stand-in)
+REMATERIALIZING = pytest.mark.parametrize(
+    "executor, claimed, how, region",
+    [
+        (torch_compile_ex, True, "in a torch.compile region", "TorchCompile1"),
+        (fake_nvfuser, False, "in place in an nvFuser region", "nvFusion1"),
+    ],
+    ids=["torch.compile", "nvFuser stand-in"],
+)
+
+
+@REMATERIALIZING
+def test_no_region_recomputes_a_write_of_an_earlier_one(executor, claimed, how, region):
+    remat = negated_then_read(executor, pin=True, claimed=claimed)
     assert [bool(fused_writes(b)) for b in remat.bound_symbols if b.sym.is_fusion] == [True, False]
 
     proved, decisions = prove_inplace_writes(remat)
-    assert [d.how for d in decisions] == ["in a torch.compile region"]
+    assert [d.how for d in decisions] == [how]
     a = torch.randn(4)
     ours = a.clone()
     torch.testing.assert_close(proved.python_callable()(ours), torch.exp(-2 * a))
     torch.testing.assert_close(ours, -a)
 
 
-def test_the_checker_refuses_a_region_that_recomputes_a_write():
+@REMATERIALIZING
+def test_the_checker_refuses_a_region_that_recomputes_a_write(executor, claimed, how, region):
     # unpinned, rematerialization copies `neg` and the write into the region that reads their result,
     # which would then negate the already negated x a second time
-    remat = negated_then_read(torch_compile_ex, pin=False, claimed=True)
+    remat = negated_then_read(executor, pin=False, claimed=claimed)
     assert fused_writes(remat.bound_symbols[1]), "the premise: rematerialization copied the write"
-    with pytest.raises(thunder_ext.InplaceOrderingError, match="`TorchCompile1` recomputes .* and writes again"):
+    with pytest.raises(thunder_ext.InplaceOrderingError, match=f"`{region}` recomputes .* and writes again"):
         prove_inplace_writes(remat)
+
+
+def test_a_region_that_recomputes_a_write_would_undo_it():
+    # the premise of the refusal, run: the stand-in's stock trace negates x twice, leaving it as it was
+    remat = negated_then_read(fake_nvfuser, pin=False, claimed=False)
+    a = torch.randn(4)
+    stock = a.clone()
+    remat.python_callable()(stock)
+    assert torch.equal(stock, a)
 
 
 def doubled_then_overwritten(pin):

@@ -8,13 +8,18 @@
   ``"inplace"``; ``ThunderCompiler`` and ``thunderfx``, the same as thunder's ``torch.compile`` backend.
 - ``inplace_decisions``: how each write of what ran last runs, and why, whichever way it was compiled.
 - ``adapt_thunder``: every change the extension makes to thunder 0.2.6's globals, made when its transform is
-  first made, not at import (``thunder_ext.adapt_thunder``).
-- ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write (``thunder_ext.tensor_scatter``).
+  first made, not at import (``thunder_ext.thunder026``, which holds all the extension knows of thunder's
+  internals).
+- ``tensor_scatter_``: ONNX TensorScatter-24 (and a packed form) as one in-place write
+  (``thunder_ext.integrations.tensor_scatter``).
 - ``set_kv_cache``: a litgpt KV cache that grows in buckets with what it holds, each bucket compiled once
-  (``thunder_ext.growing_cache``; litgpt is an extra, imported when it is first asked for).
+  (``thunder_ext.integrations.growing_cache``; litgpt is an extra, imported when it is first asked for).
 - ``GrowingStaticCache``: the same for HF transformers, an HF ``Cache``; ``HFTransformersRecipe``, thunder's
-  recipe on any device with that cache as ``generate()``'s default (``thunder_ext.hf_transformers``; imports
-  transformers when first asked for).
+  recipe on any device with that cache as ``generate()``'s default (``thunder_ext.integrations.hf_transformers``;
+  imports transformers when first asked for).
+
+The integrations (``thunder_ext.integrations``) plug into the core through ``thunder_ext.hooks``; the demo, the
+command line and the pytest plugin are in ``thunder_ext.tools``.
 
 What the extension compiles is logged on ``logging.getLogger("thunder_ext")`` (``thunder_ext.logs``).
 """
@@ -28,16 +33,17 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message="transformer_engine module not found", category=UserWarning)
     importlib.import_module("thunder")
 
+import thunder_ext.integrations  # noqa: E402, F401  (registers the integrations' hooks)
 import thunder_ext.logs  # noqa: E402, F401  (the logger's default: compilations are never silent)
-from thunder_ext.adapt_thunder import adapt_thunder  # noqa: E402
-from thunder_ext.executors import inplace_ex, nvfuser_inplace_available
-from thunder_ext.decisions import inplace_decisions
-from thunder_ext.dynamo import ThunderCompiler, thunderfx
-from thunder_ext.jit import jit
-from thunder_ext.plugin import DefaultExecutorsRecipe, Inplace  # registers the plugin "inplace"
-from thunder_ext.primitive import CopyToOutError, copy_to_out_
-from thunder_ext.tensor_scatter import tensor_scatter_
-from thunder_ext.transforms import (
+from thunder_ext.decisions import inplace_decisions  # noqa: E402
+from thunder_ext.dynamo import ThunderCompiler, thunderfx  # noqa: E402
+from thunder_ext.executors import inplace_ex, nvfuser_inplace_available  # noqa: E402
+from thunder_ext.integrations.tensor_scatter import tensor_scatter_  # noqa: E402
+from thunder_ext.jit import jit  # noqa: E402
+from thunder_ext.plugin import DefaultExecutorsRecipe, Inplace  # noqa: E402  (registers the plugin "inplace")
+from thunder_ext.primitive import CopyToOutError, copy_to_out_  # noqa: E402
+from thunder_ext.thunder026 import adapt_thunder  # noqa: E402
+from thunder_ext.transforms import (  # noqa: E402
     AliasedArgumentsError,
     InplaceDecision,
     InplaceOrderingError,
@@ -71,10 +77,10 @@ __all__ = [
 
 # what needs an optional package, imported when first asked for
 _MODULE_OF = {
-    "set_kv_cache": "growing_cache",
-    "GrowingKVCache": "growing_cache",
-    "GrowingStaticCache": "hf_transformers",
-    "HFTransformersRecipe": "hf_transformers",
+    "set_kv_cache": "integrations.growing_cache",
+    "GrowingKVCache": "integrations.growing_cache",
+    "GrowingStaticCache": "integrations.hf_transformers",
+    "HFTransformersRecipe": "integrations.hf_transformers",
 }
 
 

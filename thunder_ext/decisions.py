@@ -8,13 +8,14 @@ from typing import Protocol, runtime_checkable
 import thunder
 
 from thunder_ext.dynamo import thunder_subgraphs_of_last_call
+from thunder_ext.thunder026.compiled import compiled_module
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 
 @runtime_checkable
 class RunsCompiledWritesFirst(Protocol):
     """A module's ``forward`` that runs compiled writes of its own before the module's compiled call
-    (``thunder_ext.growing_cache.BucketedForward``: the growth copy)."""
+    (``thunder_ext.integrations.growing_cache.BucketedForward``: the growth copy)."""
 
     def decisions_before(self) -> list[InplaceDecision]: ...
 
@@ -37,7 +38,7 @@ def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
     if transform is None:
         raise ValueError("this function was not compiled with thunder_ext's InplaceTransform")
     if thunder.compile_stats(compiled).last_traces is None:  # thunder's own error holds the whole module's repr
-        what = type(getattr(compiled, "_model", compiled)).__name__
+        what = type(compiled_module(compiled)).__name__
         raise ValueError(f"thunder_ext.inplace_decisions: the compiled {what} has not run yet: call it first")
     forward = getattr(compiled, "forward", None)
     before = forward.decisions_before() if isinstance(forward, RunsCompiledWritesFirst) else []

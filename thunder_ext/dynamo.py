@@ -13,7 +13,6 @@ call's alias groups, which it reads, is a string check and is kept too) and the 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,8 +25,9 @@ from thunder.dynamo.compiler import ThunderFXCompiledObject
 from thunder.dynamo.utils import get_torch_compile_kwargs
 from thunder.extend import Executor
 
+from thunder_ext.hooks import HOOKS
+from thunder_ext.thunder026.compiled import thunderfx_backend
 from thunder_ext.jit import with_extension
-
 
 # how a Dynamo graph enters torch.vmap, before and after pre-dispatch tracing
 _ENTERS_VMAP = (torch._C._functorch._vmap_increment_nesting, torch._functorch.predispatch._vmap_increment_nesting)
@@ -65,17 +65,16 @@ def thunderfx(fn: Callable, /, **kwargs: Any) -> ThunderFXCompiledObject:
     (``executors``, ``transforms``, ``strict``, ``thunder.jit``'s) to ``thunder_ext.ThunderCompiler``.
 
     The result has ``fn``'s signature (``inspect.signature``), which HF's ``generate`` reads to decide whether
-    to pass an attention mask. Given an HF model's ``forward``, it makes the model's ``generate`` default to
-    ``thunder_ext.GrowingStaticCache`` (``thunder_ext.hf_transformers.use_growing_cache_by_default``).
+    to pass an attention mask. Given an HF model's ``forward``, it patches the model so that its ``generate``
+    defaults to ``thunder_ext.GrowingStaticCache`` (``HOOKS.after_thunderfx``:
+    ``thunder_ext.integrations.hf_transformers.use_growing_cache_by_default``).
     """
     compile_kwargs = get_torch_compile_kwargs(**kwargs)
     backend = ThunderCompiler(**{k: v for k, v in kwargs.items() if k not in compile_kwargs})
     compiled = ThunderFXCompiledObject(backend, torch.compile(fn, backend=backend, **compile_kwargs))
     compiled.__wrapped__ = fn
-    if "transformers" in sys.modules:  # only an HF model's forward can need it, and then transformers is loaded
-        from thunder_ext.hf_transformers import use_growing_cache_by_default
-
-        use_growing_cache_by_default(getattr(fn, "__self__", None))
+    for after in HOOKS.after_thunderfx:
+        after(fn)
     return compiled
 
 
@@ -89,7 +88,7 @@ def thunder_subgraphs_of_last_call(compiled: object) -> list[Callable]:
     frame, the graph that ran last, and of these the ones that ran since the first frame's graph did. When a
     graph ran is when its thunder subgraphs last started (thunder's ``compile_stats``).
     """
-    backend = compiled._backend if isinstance(compiled, ThunderFXCompiledObject) else compiled
+    backend = thunderfx_backend(compiled) or compiled
     if not isinstance(backend, thunder.dynamo.ThunderCompiler):
         backend = _torch_compile_backend(compiled)
     last_of_frame: dict[int, tuple[int, list[Callable]]] = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,7 +11,7 @@ from thunder.core.transforms import Transform
 from thunder.extend import Executor
 
 from thunder_ext.executors import inplace_ex
-from thunder_ext.optim import JittedOptimizerStep, is_optimizer_step
+from thunder_ext.hooks import HOOKS
 from thunder_ext.transforms import InplaceTransform
 
 
@@ -36,15 +35,16 @@ def jit(
     the PyTorch executor (docs/gpu.md).
 
     ``fn`` may be the ``step`` of a ``torch.optim`` SGD, Adam or AdamW: its functional update is jitted
-    (``thunder_ext.optim``).
+    (``thunder_ext.integrations.optim``, through ``HOOKS.jit_replacements``). What an integration does once
+    ``fn`` is jitted is in ``HOOKS.after_jit`` (an HF model's ``generate()`` warns that it runs uncompiled).
     """
-    if is_optimizer_step(fn):
-        return JittedOptimizerStep(fn.__self__, jit, executors=executors, transforms=transforms, strict=strict, **kwargs)
+    options = {"executors": executors, "transforms": transforms, "strict": strict, **kwargs}
+    for replacement in HOOKS.jit_replacements:
+        if (compiled := replacement(fn, jit, options)) is not None:
+            return compiled
     jitted = thunder_jit(fn, **with_extension(executors, transforms, strict), **kwargs)
-    if "transformers" in sys.modules:  # an HF model's generate() calls the model itself, not what this returns
-        from thunder_ext.hf_transformers import warn_that_generate_runs_uncompiled
-
-        warn_that_generate_runs_uncompiled(fn, jitted)
+    for after in HOOKS.after_jit:
+        after(fn, jitted)
     return jitted
 
 

@@ -18,8 +18,6 @@ for executors and transforms alike):
 
 from __future__ import annotations
 
-import sys
-
 import thunder
 from thunder.core.recipe import Lookaside, Plugin, PluginPolicy
 from thunder.core.transforms import Transform
@@ -28,6 +26,7 @@ from thunder.plugins import register_plugin
 from thunder.recipes import BaseRecipe
 
 from thunder_ext.executors import inplace_ex
+from thunder_ext.hooks import HOOKS
 from thunder_ext.transforms import InplaceTransform
 
 
@@ -46,11 +45,7 @@ class Inplace(Plugin):
         return [InplaceTransform(strict=self.strict)]
 
     def setup_lookasides(self) -> list[Lookaside]:
-        if "transformers" not in sys.modules:  # no HF model can be compiled without it loaded
-            return []
-        from thunder_ext.hf_transformers import dynamic_cache_lookaside
-
-        return [dynamic_cache_lookaside()]
+        return [lookaside for lookasides in HOOKS.plugin_lookasides for lookaside in lookasides()]
 
 
 register_plugin("inplace", Inplace)

@@ -5,7 +5,7 @@ each later argument of a group is replaced by the first one, reshaped to its sha
 both are contiguous from the same storage offset (``x`` and ``x.view(-1)``). Any other pair of equal size
 (``x`` and ``x.t()``, ``x[0:2]`` and ``x[1:3]``) traces without complaint and gives wrong values, and a
 later call with other views of the same shapes hits the same cache entry. An argument of another size
-than the first (``x`` and ``x[0]``) is traced as itself (``thunder_ext.alias_updates``), which is
+than the first (``x`` and ``x[0]``) is traced as itself (``thunder_ext.thunder026.alias_updates``), which is
 right whatever its layout.
 
 It also counts positions among the call's arguments but applies them to the computation's, which
@@ -24,62 +24,14 @@ Read-only functions get none either: thunder leaves their aliased arguments as t
 
 from __future__ import annotations
 
-import torch
-from thunder.core.prims import OpTags, PrimIDs
-from thunder.core.pytree import tree_flatten
+from thunder.core.prims import PrimIDs
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 
-from thunder_ext.executors import inplace_ex
+from thunder_ext.executors.torch_inplace import AliasedArgumentsError, check_aliased_arguments
 from thunder_ext.transforms.aliasing import thunder_inplace_write
 
+__all__ = ["AliasedArgumentsError", "refuse_unrepresentable_aliased_arguments"]
 
-class AliasedArgumentsError(RuntimeError):
-    """Two arguments share storage in a way thunder cannot represent; nothing was run or written."""
-
-
-def _layout(t: torch.Tensor) -> str:
-    return f"shape {tuple(t.shape)}, stride {t.stride()}, offset {t.storage_offset()}"
-
-
-def _representable(first: torch.Tensor, other: torch.Tensor) -> bool:
-    if first.numel() != other.numel():
-        return True  # traced as itself, not as a reshape of ``first``
-    if (first.shape, first.stride(), first.storage_offset()) == (other.shape, other.stride(), other.storage_offset()):
-        return True
-    return first.is_contiguous() and other.is_contiguous() and first.storage_offset() == other.storage_offset()
-
-
-def _check_aliased_arguments(args, kwargs, computation_args, groups: str) -> None:
-    flat, _ = tree_flatten((args, kwargs))
-    for group in groups.split("-"):
-        first, *others = positions = [int(i) for i in group.split(",")]
-        members = {id(flat[i]) for i in positions}
-        applied = [i for i in positions if i < len(computation_args)]
-        holding = {j for j, a in enumerate(computation_args) if id(a) in members}
-        misplaced = any(id(computation_args[i]) not in members for i in applied)  # a stranger made an alias
-        unseen = len(holding) > 1 and not holding <= set(applied)  # aliases traced as unrelated tensors
-        if misplaced or unseen:
-            raise AliasedArgumentsError(
-                f"thunder_ext.jit: arguments {', '.join(map(str, positions))} (flattened positions) share storage, "
-                "and thunder 0.2.6 would apply that aliasing to the wrong arguments because the function does "
-                "not use every argument, so nothing was run. Pass the tensor once."
-            )
-        for i in others:
-            if not _representable(flat[first], flat[i]):
-                raise AliasedArgumentsError(
-                    f"thunder_ext.jit: arguments {first} and {i} (flattened positions) share storage as different "
-                    f"views ({_layout(flat[first])}; {_layout(flat[i])}). thunder would compute with one as a "
-                    "reshape of the other and give wrong values, so nothing was run. Pass the base tensor and "
-                    "take the view inside the function."
-                )
-
-
-check_aliased_arguments = inplace_ex.register_operator(
-    "check_aliased_arguments",
-    meta=lambda args, kwargs, computation_args, groups: None,
-    fn=_check_aliased_arguments,
-    tags=(OpTags.DONT_DCE,),
-)
 
 
 def refuse_unrepresentable_aliased_arguments(prologue_trace: TraceCtx, computation_trace: TraceCtx) -> TraceCtx:

@@ -10,7 +10,7 @@ Two relations are kept:
   the result of an in-place op or of a write, which is its destination);
 - *same storage*: the above, or one is a view of the other (possibly another region), or both are
   renamed by one ``share_storage`` (arguments that share storage at different sizes, ``f(x, x[0])``,
-  which no op of the trace relates: ``thunder_ext.alias_updates``).
+  which no op of the trace relates: ``thunder_ext.thunder026.alias_updates``).
 
 ``may_overlap`` refines *same storage* for slices: a tensor sliced with constant bounds and steps, through
 slices only, from a tensor that is no view (an argument, or an op's fresh result) covers a box of that
@@ -29,17 +29,17 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import get_source_line
-
 from thunder.executors import torchex
 from thunder.extend import Executor
 
 from thunder_ext.executors.torch_inplace import checked_assert, checked_index, share_storage
 from thunder_ext.primitive import copy_to_out_
+from thunder_ext.thunder026.tables import VIEW_SYMBOL_IDS
 
 # Thunder ops that return (or may return) a view of their first argument when run by PyTorch:
 # thunder's own lists, and the view prims.
 _VIEW_OP_IDS = frozenset(
-    {s.id for s in (*ltorch._syms_returning_views, *ltorch._syms_that_may_return_views)}
+    VIEW_SYMBOL_IDS
     | {
         PrimIDs.BROADCAST_IN_DIM,
         PrimIDs.RESHAPE,
@@ -229,6 +229,12 @@ def source_line(bsym: BoundSymbol) -> str:
         return ""
     code = get_source_line(bsym.source_filename, where.lineno).strip()
     return f"{bsym.source_filename}:{where.lineno}" + (f": {code}" if code else "")
+
+
+def located_at(bsym: BoundSymbol, origin: BoundSymbol) -> BoundSymbol:
+    """``bsym`` named as traced from ``origin``'s user line: what a pass emits in place of ``origin`` keeps its line,
+    which the decisions and ``thunder.last_traces`` show."""
+    return bsym.from_bsym(source_filename=origin.source_filename, source_positions=origin.source_positions)
 
 
 def written_tensors(bsym: BoundSymbol) -> list[TensorProxy]:

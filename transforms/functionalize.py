@@ -25,7 +25,7 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    into an argument's storage lands before such an op that follows its in-place op, so the failure
    finds it made (an intermediate's write dies with the call); a chain of in-place ops on an argument
    with such an op between them writes it once before the op and once after. A user's ``assert`` on a
-   tensor is such an op (``checked_assert``, ``thunder_ext.tensor_asserts``), and every later op that may
+   tensor is such an op (``checked_assert``, ``thunder_ext.thunder026.tensor_asserts``), and every later op that may
    fail reads its integer tensor renamed with the check's result, so that eager's ``AssertionError`` comes
    first, as an index the assert guards would fail after it.
 4. *Readers of the new value run after the write.* They read ``computed`` (which the write
@@ -42,7 +42,7 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    ``computed`` (``thunder_ext.primitive``), unless its target shares storage with an argument that
    requires grad: eager rebases such a tensor's autograd history in place, which a traced function
    cannot do for its caller, so that write stays thunder's own op, reported as a copy
-   (``differentiated_writes_left_to_thunder``; a leaf among such arguments is refused before anything
+   (``gradients.differentiated_writes_left_to_thunder``; a leaf among such arguments is refused before anything
    runs, ``transforms/leaf_writes.py``). A write traced without grad of a value that thunder
    differentiates (``y = x * 2; with torch.no_grad(): buf.copy_(y)``) lands at once: its readers read
    the write's constant result, not ``y`` (``cuts_the_gradient``), as eager's ``buf`` holds no graph.
@@ -71,11 +71,13 @@ from thunder_ext.transforms.aliasing import (
     is_index_like,
     is_update_aliases,
     is_view_op,
+    located_at,
     may_fail_at_runtime,
     tensor_args,
     tensor_outs,
     thunder_inplace_write,
 )
+from thunder_ext.transforms.gradients import cuts_the_gradient, grad_storages, left_to_thunder, traced_without_grad
 
 
 @dataclass
@@ -94,7 +96,6 @@ class _Storage:
 
     last_reference: int = -1  # index of the last op of the input trace that names it
     argument: bool = False  # an argument lives in it: the caller sees it when a call fails (rule 3)
-    requires_grad: bool = False  # an argument that requires grad lives in it (rule 5)
     pending: _PendingWrite | None = None  # its write, not emitted yet
     readers: list[Proxy] = field(default_factory=list)  # results of the ops that read it since its last write
     landed: TensorProxy | None = None  # the result of its latest emitted write
@@ -113,6 +114,7 @@ class _Functionalizer:
     trace: TraceCtx  # the trace being built, which names new proxies
     aliases: Aliases  # over the input trace, whose names denote runtime tensors, and its writes' own ops
     storages: defaultdict[str, _Storage]  # by ``Aliases.storage_key``; new for a tensor the pass makes
+    grad_storages: set[str]  # the storages an argument requiring grad lives in (rule 5)
     tensors: dict[str, _Tensor] = field(default_factory=lambda: defaultdict(_Tensor))  # by ``Aliases.tensor_key``
     out: list[BoundSymbol] = field(default_factory=list)
     producer: ProxyDict = field(default_factory=ProxyDict)  # of what the pass emitted
@@ -176,8 +178,7 @@ class _Functionalizer:
             result.tags.add(ProxyTag.DETACHED_AUTOGRAD_GRAPH)
         # The target is named as it was when written: its later names denote the new value.
         bsym = copy_to_out_.bind(write.computed, out=write.target, after=after, output=result)
-        where = {"source_filename": write.origin.source_filename, "source_positions": write.origin.source_positions}
-        self.emit(bsym.from_bsym(**where), rename=False)
+        self.emit(located_at(bsym, write.origin), rename=False)
         self.tensors[write.tensor].value = result
         self.tensors[write.tensor].synced = result.name
         storage.landed = result
@@ -324,7 +325,7 @@ class _Functionalizer:
     def left_to_thunder(self, bsym: BoundSymbol, target: TensorProxy) -> bool:
         """Rule 5: a differentiated write into storage of an argument that requires grad stays thunder's op,
         which the loop then treats as any other reader of that storage."""
-        return not traced_without_grad(bsym) and self.storage(target).requires_grad
+        return left_to_thunder(bsym, target, self.aliases, self.grad_storages)
 
     def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
         for index, bsym in enumerate(bsyms):
@@ -350,36 +351,7 @@ def _storages(trace: TraceCtx, aliases: Aliases) -> defaultdict[str, _Storage]:
     for a in trace.args:
         if isinstance(a, TensorProxy):
             storages[aliases.storage_key(a)].argument = True
-    for key in _grad_storages(trace, aliases):
-        storages[key].requires_grad = True
     return storages
-
-
-def traced_without_grad(bsym: BoundSymbol) -> bool:
-    """Whether thunder traced ``bsym`` with grad disabled, which makes it constant for its VJP."""
-    return any(ProxyTag.DETACHED_AUTOGRAD_GRAPH in o.tags for o in tensor_outs(bsym))
-
-
-def cuts_the_gradient(bsym: BoundSymbol, computed: TensorProxy) -> bool:
-    """Whether ``bsym``, traced without grad, writes a value that thunder differentiates (rule 5)."""
-    return traced_without_grad(bsym) and ProxyTag.DETACHED_AUTOGRAD_GRAPH not in computed.tags
-
-
-def _grad_storages(trace: TraceCtx, aliases: Aliases) -> set[str]:
-    return {aliases.storage_key(a) for a in trace.args if isinstance(a, TensorProxy) and a.requires_grad}
-
-
-def differentiated_writes_left_to_thunder(trace: TraceCtx) -> list[BoundSymbol]:
-    """The in-place ops of ``trace`` that ``functionalize_writes`` leaves as thunder traced them (rule 5)."""
-    aliases = Aliases(trace.bound_symbols)
-    grad_storages = _grad_storages(trace, aliases)
-    return [
-        b
-        for b in trace.bound_symbols
-        if (write := thunder_inplace_write(b)) is not None
-        and not traced_without_grad(b)
-        and aliases.storage_key(write[1]) in grad_storages
-    ]
 
 
 def functionalize_writes(trace: TraceCtx) -> TraceCtx:
@@ -389,7 +361,7 @@ def functionalize_writes(trace: TraceCtx) -> TraceCtx:
     trace = dce(trace)
     new_trace = from_trace(trace)
     aliases = Aliases(trace.bound_symbols)
-    functionalizer = _Functionalizer(new_trace, aliases, _storages(trace, aliases))
+    functionalizer = _Functionalizer(new_trace, aliases, _storages(trace, aliases), grad_storages(trace, aliases))
     new_trace.bound_symbols = functionalizer.run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: functionalize writes into copy_to_out_"))
     return new_trace

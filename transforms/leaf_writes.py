@@ -13,37 +13,20 @@ sends a call elsewhere: a non-leaf (a tensor an earlier op computed) is written 
 
 from __future__ import annotations
 
-from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 
-from thunder_ext.executors import inplace_ex
+from thunder_ext.executors.torch_inplace import check_no_leaf_written
 from thunder_ext.transforms.aliasing import Aliases, source_line, thunder_inplace_write
-from thunder_ext.transforms.functionalize import differentiated_writes_left_to_thunder
-
-LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
-
-
-def _check_no_leaf_written(computation_args, positions: tuple[int, ...], writes: tuple[str, ...]) -> None:
-    for i, what in zip(positions, writes):
-        if computation_args[i].is_leaf and computation_args[i].requires_grad:
-            raise RuntimeError(f"thunder_ext.jit: {what}, which is a leaf that requires grad, so nothing was run: {LEAF_ERROR}")
-
-
-check_no_leaf_written = inplace_ex.register_operator(
-    "check_no_leaf_written",
-    meta=lambda computation_args, positions, writes: None,
-    fn=_check_no_leaf_written,
-    tags=(OpTags.DONT_DCE,),
-)
+from thunder_ext.transforms.gradients import differentiated_writes_left_to_thunder
 
 
 def refuse_differentiated_writes_into_leaves(prologue_trace: TraceCtx, computation_trace: TraceCtx) -> TraceCtx:
     """Add the leaf check to the prologue of a computation with differentiated writes into arguments."""
-    writes = differentiated_writes_left_to_thunder(computation_trace)
+    aliases = Aliases(computation_trace.bound_symbols)
+    writes = differentiated_writes_left_to_thunder(computation_trace, aliases)
     if not writes:
         return prologue_trace
-    aliases = Aliases(computation_trace.bound_symbols)
     positions, described = [], []
     for i, arg in enumerate(computation_trace.args):
         if not (isinstance(arg, TensorProxy) and arg.requires_grad):

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 
+from thunder_ext.thunder026.tables import RECOMPUTING_DIFFERS
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
@@ -37,9 +37,6 @@ from thunder_ext.transforms.aliasing import (
     tensor_outs,
     written_tensors,
 )
-
-# What thunder's rematerialization never recomputes: "a second run gives another value".
-RECOMPUTING_DIFFERS = OpTags.RANDOM_OP
 
 
 def _pinned(bsym: BoundSymbol) -> BoundSymbol:

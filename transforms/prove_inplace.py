@@ -29,7 +29,7 @@ region stays there: it is reported as the region's where the region's rules (bel
 ``copy_to_out_``, else as a copy, which the region runs as thunder made it.
 
 A write that a fusion region runs inside it is checked by the rules of the region's executor
-(``fusion_regions.RegionRules``): the ordering check (1) with the region as one op, or op by op where
+(``regions.rules.RegionRules``): the ordering check (1) with the region as one op, or op by op where
 the region runs its ops in order (torch.compile), then what the executor needs to run the write itself.
 A write that fails it is given back to the PyTorch executor, where (2) decides it like any other.
 
@@ -46,11 +46,9 @@ from typing import Literal
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
-from thunder.executors.passes import del_last_used
-from thunder.executors.torchex import ex as torch_ex
+from thunder.core.trace import TraceCtx, tracectx
 
-from thunder_ext.executors.torch_inplace import BASE_UPDATE_OPS, ELEMENTWISE_OPS, plain_copy_to_out
+from thunder_ext.executors.torch_inplace import inplace_form, plain_copy_to_out, updates_a_base
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
@@ -60,6 +58,7 @@ from thunder_ext.transforms.aliasing import (
     is_thunder_copy,
     is_update_aliases,
     is_view_op,
+    located_at,
     may_fail_at_runtime,
     source_line,
     tensor_args,
@@ -68,15 +67,10 @@ from thunder_ext.transforms.aliasing import (
     unpacks_an_argument,
     written_tensors,
 )
-from thunder_ext.transforms.fusion_regions import (
-    RegionOps,
-    fusion_number,
-    give_back,
-    rules_for,
-    with_checks_ahead,
-    write_blocker,
-)
+from thunder_ext.transforms.gradients import arguments_requiring_grad
 from thunder_ext.transforms.no_recomputation import recomputations_across_writes
+from thunder_ext.transforms.regions.give_back import fusion_number, give_back
+from thunder_ext.transforms.regions.rules import RegionOps, rules_for, with_checks_ahead, write_blocker
 from thunder_ext.transforms.trace_index import END, TOP, Position, TraceIndex
 
 How = Literal[
@@ -186,12 +180,12 @@ def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases)
     name = producer.sym.name
     if unpacks_an_argument(producer):
         return f"`{producer.output.name}` is an argument: no op computes it, and the write is its copy"
-    if producer.sym.executor is not torch_ex or name not in BASE_UPDATE_OPS | ELEMENTWISE_OPS:
+    if inplace_form(producer) is None:
         return f"`{name}` has no in-place form"
     if len(producer.flat_proxy_outs) != 1:
         return f"`{name}` has several results"
     args = tensor_args(producer)
-    if name in BASE_UPDATE_OPS:
+    if updates_a_base(producer):
         base, others = producer.args[0], args[1:]
         if isinstance(base, TensorProxy) and aliases.may_overlap(base, out) and not aliases.same_tensor(base, out):
             return f"its base `{base.name}` overlaps `{out.name}` without being it"
@@ -245,57 +239,74 @@ def _read_after_overwrite(index: TraceIndex, j: int, computed: TensorProxy, out:
 
 
 def _fused(producer: BoundSymbol, out: TensorProxy, result: TensorProxy, write: BoundSymbol) -> BoundSymbol:
-    op = (BASE_UPDATE_OPS | ELEMENTWISE_OPS)[producer.sym.name]
-    fused = op.bind(*producer.args, **producer.kwargs, out=out, output=result)
+    fused = inplace_form(producer).bind(*producer.args, **producer.kwargs, out=out, output=result)
     fused.subsymbols = [producer, write]
     fused.header = write.header
-    return fused.from_bsym(source_filename=write.source_filename, source_positions=write.source_positions)
+    return located_at(fused, write)
 
 
-def _decide(index: TraceIndex, j: int) -> InplaceDecision:
-    """Decide the write in slot ``j``; where it runs in place, rewrite ``index`` to run it so."""
+@dataclass(frozen=True)
+class _InPlace:
+    """How a write proved safe runs in place: its producer (in slot ``producer``) fused into it, either where the
+    write stands (``at_write``) or where the producer stands."""
+
+    producer: int
+    at_write: bool
+
+
+def _decide(index: TraceIndex, j: int) -> tuple[InplaceDecision, _InPlace | None]:
+    """Decide the write in slot ``j``, changing nothing: the decision, and how it runs in place if it does."""
     ops, aliases, write = index.ops, index.aliases, index.ops[j]
-    (computed, out), result = thunder_inplace_write(write), write.output
+    computed, out = thunder_inplace_write(write)
 
-    def decision(how: How, reason: str) -> InplaceDecision:
-        return InplaceDecision.of(write, how, reason)
+    def copy(reason: str) -> tuple[InplaceDecision, None]:
+        return InplaceDecision.of(write, "copy", reason), None
 
     def name_at(slot: int) -> str:
         return ops[slot].sym.name
 
     i = index.producer(computed)
     if i is None or i > j or ops[i] is None:
-        return decision("copy", f"`{computed.name}` is not computed in this trace")
-    producer = ops[i]
-    if (blocker := _producer_blocker(producer, out, aliases)) is not None:
-        return decision("copy", blocker)
+        return copy(f"`{computed.name}` is not computed in this trace")
+    if (blocker := _producer_blocker(ops[i], out, aliases)) is not None:
+        return copy(blocker)
     consumers = [s for s in index.slots(index.readers(computed)) if s != i and index.takes(s, computed)]
     if consumers == [j] and _first_overwrite_of_inputs(index, i, j) is None:
-        index.remove(i)
-        index.replace(j, _fused(producer, out, result, write))
-        return decision("in place at the write", f"`{computed.name}` has no other reader")
+        decided = InplaceDecision.of(write, "in place at the write", f"`{computed.name}` has no other reader")
+        return decided, _InPlace(i, at_write=True)
     if (maker := index.producer(out)) is not None and i < maker < j:
         # `r2 = x.clone(); r2.copy_(x)` of a pending x: `out` is made from `computed`, after its producer
-        return decision("copy", f"`{name_at(maker)}` makes `{out.name}` after the producer")
+        return copy(f"`{name_at(maker)}` makes `{out.name}` after the producer")
     between = index.storage_readers(out, after=(i, END), before=(j, TOP))
     touches = lambda b: b.sym.id != PrimIDs.RETURN and _touches(b, out, aliases)  # noqa: E731
     if (blocker := _first(index, between, touches)) is not None:
-        return decision("copy", f"`{name_at(blocker)}` uses `{out.name}` between the producer and the write")
+        return copy(f"`{name_at(blocker)}` uses `{out.name}` between the producer and the write")
     later_writes = index.storage_writers(computed, after=(j, END))
     if (writer := _first(index, later_writes, lambda b: _writes_storage_of(b, computed, aliases))) is not None:
         # computed into `out`, `computed` would be `out`: its later write would reach `out` too
-        return decision("copy", f"`{name_at(writer)}` writes `{computed.name}` later")
+        return copy(f"`{name_at(writer)}` writes `{computed.name}` later")
     if (reader := _read_after_overwrite(index, j, computed, out)) is not None:
-        return decision("copy", f"`{name_at(reader)}` reads `{computed.name}` after a later write to `{out.name}`")
+        return copy(f"`{name_at(reader)}` reads `{computed.name}` after a later write to `{out.name}`")
     followed = [s for a in write.kwargs.get("after", ()) if (s := index.producer(a)) is not None and i < s < j]
     if followed:
-        return decision("copy", f"the write must follow `{name_at(min(followed))}`, which runs after the producer")
+        return copy(f"the write must follow `{name_at(min(followed))}`, which runs after the producer")
+    decided = InplaceDecision.of(write, "in place at the producer", f"nothing uses `{out.name}` before the write")
+    return decided, _InPlace(i, at_write=False)
+
+
+def _run_in_place(index: TraceIndex, j: int, how: _InPlace) -> None:
+    """Rewrite ``index`` so that the write in slot ``j`` runs as ``_decide`` proved it may."""
+    ops, write, i = index.ops, index.ops[j], how.producer
+    (computed, out), result, producer = thunder_inplace_write(write), write.output, ops[i]
+    if how.at_write:
+        index.remove(i)
+        index.replace(j, _fused(producer, out, result, write))
+        return
     index.replace(i, _fused(producer, out, computed, write))
     index.remove(j)
-    swap = {variableify(result): computed}
+    swap = {variableify(result): computed}  # readers of the write's result read `computed`, which is `out` now
     for s in index.slots(index.readers(result, after=(j, END))):
         index.replace(s, ops[s].from_bsym_swap_proxies(swap, skip_output=True))
-    return decision("in place at the producer", f"nothing uses `{out.name}` before the write")
 
 
 def _kept_in_region(fusion: BoundSymbol, write: BoundSymbol) -> InplaceDecision:
@@ -339,7 +350,7 @@ def _thunder_copy_in_region(
 def _adopted(copy: BoundSymbol) -> BoundSymbol:
     computed, out = thunder_inplace_write(copy)
     adopted = plain_copy_to_out.bind(computed, out=out, after=(), output=copy.output)
-    return adopted.from_bsym(source_filename=copy.source_filename, source_positions=copy.source_positions)
+    return located_at(adopted, copy)
 
 
 def _unless_strict(decided: InplaceDecision, strict: bool) -> InplaceDecision:
@@ -349,11 +360,17 @@ def _unless_strict(decided: InplaceDecision, strict: bool) -> InplaceDecision:
 
 
 def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[TraceCtx, list[InplaceDecision]]:
-    """Run each provably safe ``copy_to_out_`` in place; return the new trace and every decision."""
-    index = TraceIndex([b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL])
+    """Run each provably safe ``copy_to_out_`` in place; return the new trace and every decision.
+
+    One sweep in program order, since a decision reads the rewrites of the ones before it (a producer fused
+    into its write is no longer a reader of what it read; a write a region gives back is decided where it
+    lands): a region's writes are checked by its executor's rules and the refused ones given back
+    (``_check_region``); each write outside a region is decided (``_decide``, which changes nothing) and run
+    as decided (``_run_in_place``)."""
+    index = TraceIndex.of_execution_trace(trace)
     if found := recomputations_across_writes(index.ops, index.aliases):
         raise InplaceOrderingError("a fusion region recomputes a value across a write: " + "; ".join(found))
-    grad_args = [a for a in trace.args if isinstance(a, TensorProxy) and a.requires_grad]
+    grad_args = arguments_requiring_grad(trace)
     decisions: list[InplaceDecision] = []
     given_back: dict[str, str] = {}  # write result -> why its region gave it back
     j = 0
@@ -369,37 +386,49 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
             decisions.append(_unless_strict(InplaceDecision.of(op, "copy", why), strict))
         elif is_copy_to_out(op):
             _check_ordering(index, j, op)
-            decided = _decide(index, j)
+            decided, how = _decide(index, j)
+            if how is not None:
+                _run_in_place(index, j, how)
             if why := given_back.get(decided.write):
                 decided = replace(decided, reason=f"{decided.reason}; {why}")
             decisions.append(_unless_strict(decided, strict))
-        elif (writes := fused_writes(op)) or fused_thunder_copies(op):
-            region = RegionOps(op, index.aliases)
-            for write in writes:
-                _check_ordering(index, j, write, region)
-            blockers = [(w, why) for w in writes if (why := write_blocker(region, w))]
-            if blockers:
-                rules = rules_for(op)
-                executor = rules.executor if rules is not None else op.sym.name
-                given_back.update((w.output.name, f"not in {executor}: {why}") for w, why in blockers)
-                index, j = _given_back(index, j, region, [w for w, _ in blockers])
+        elif fused_writes(op) or fused_thunder_copies(op):
+            index, j, kept = _check_region(trace, index, j, grad_args, given_back)
+            if kept is None:
                 continue  # what now stands at j (a rebuilt region, or a write given back) is unvisited
-            decisions.extend(_kept_in_region(op, w) for w in writes)
-            for copy in fused_thunder_copies(op):
-                decisions.append(_unless_strict(_thunder_copy_in_region(index, j, copy, grad_args, region), strict))
-            if rules_for(op) is not None:
-                with tracectx(trace):
-                    placed = with_checks_ahead(region)
-                if len(placed) > 1:
-                    index, j = _replaced(index, j, placed)
+            decisions.extend(_unless_strict(d, strict) for d in kept)
         j += 1
     if not decisions:
         return trace, decisions
-    new_trace = from_trace(trace)
-    new_trace.bound_symbols = index.bound_symbols()
-    new_trace = del_last_used(new_trace)
-    new_trace.set_provenance(TraceProvenance("thunder_ext: prove copy_to_out_ aliasing safe"))
-    return new_trace, decisions
+    return index.rewritten(trace, "thunder_ext: prove copy_to_out_ aliasing safe"), decisions
+
+
+def _check_region(
+    trace: TraceCtx, index: TraceIndex, j: int, grad_args: list[TensorProxy], given_back: dict[str, str]
+) -> tuple[TraceIndex, int, list[InplaceDecision] | None]:
+    """The region in slot ``j``, checked by its executor's rules: where a write is refused, the region without it
+    (``given_back`` records why) and no decisions yet; else the decisions of its writes and thunder's copies, and
+    what its rules run before it placed there. Returns the index (a new one where the ops changed), the slot of
+    the region, and the decisions."""
+    op = index.ops[j]
+    writes, region = fused_writes(op), RegionOps(op, index.aliases)
+    for write in writes:
+        _check_ordering(index, j, write, region)
+    blockers = [(w, why) for w in writes if (why := write_blocker(region, w))]
+    if blockers:
+        rules = rules_for(op)
+        executor = rules.executor if rules is not None else op.sym.name
+        given_back.update((w.output.name, f"not in {executor}: {why}") for w, why in blockers)
+        index, j = _given_back(index, j, region, [w for w, _ in blockers])
+        return index, j, None
+    kept = [_kept_in_region(op, w) for w in writes]
+    kept += [_thunder_copy_in_region(index, j, copy, grad_args, region) for copy in fused_thunder_copies(op)]
+    if rules_for(op) is not None:
+        with tracectx(trace):
+            placed = with_checks_ahead(region)
+        if len(placed) > 1:
+            index, j = _replaced(index, j, placed)
+    return index, j, kept
 
 
 def _given_back(index: TraceIndex, j: int, region: RegionOps, refused: list[BoundSymbol]) -> tuple[TraceIndex, int]:

@@ -29,22 +29,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
-from thunder.executors.passes import del_last_used
-from thunder.executors.torchex import ex as torch_ex
+from thunder.core.trace import TraceCtx
 
-from thunder_ext.executors.torch_inplace import ELEMENTWISE_OPS, INTO_OPS
-from thunder_ext.transforms.aliasing import (
-    is_update_aliases,
-    is_view_op,
-    tensor_args,
-    tensor_outs,
-    write_destination,
-)
+from thunder_ext.executors.torch_inplace import into_form, is_elementwise_write
+from thunder_ext.transforms.aliasing import is_update_aliases, is_view_op, tensor_args, tensor_outs, write_destination
 from thunder_ext.transforms.trace_index import END, TOP, TraceIndex
 
 
@@ -54,14 +45,9 @@ def _makes_fresh_storage(bsym: BoundSymbol) -> bool:
     )
 
 
-def _has_into_form(bsym: BoundSymbol) -> bool:
-    """A functional elementwise op of the PyTorch executor, with one result, that has an ``out=`` form."""
-    return bsym.sym.executor is torch_ex and bsym.sym.name in INTO_OPS and len(tensor_outs(bsym)) == 1
-
-
 def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
     """Run elementwise ops into dead buffers or into the target of the write they feed (the rules above)."""
-    index = TraceIndex(b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL)
+    index = TraceIndex.of_execution_trace(trace)
     bsyms, aliases = index.ops, index.aliases
     inputs = {p.name for p in tree_flatten((trace.args, trace.kwargs))[0] if isinstance(p, Proxy)}
     tensors = {t.name: t for b in bsyms for t in (*tensor_args(b), *tensor_outs(b))}
@@ -85,7 +71,7 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
         if len(uses := index.slots(index.readers(y))) != 1:
             return None
         write = bsyms[uses[0]]
-        if write.sym not in ELEMENTWISE_OPS.values() or not isinstance(o := write.kwargs.get("out"), TensorProxy):
+        if not is_elementwise_write(write) or not isinstance(o := write.kwargs.get("out"), TensorProxy):
             return None
         if (y.shape, y.dtype, y.device) != (o.shape, o.dtype, o.device):
             return None
@@ -100,22 +86,18 @@ def reuse_dead_buffers(trace: TraceCtx) -> TraceCtx:
 
     reused = False
     for k, bsym in enumerate(bsyms):
-        if not _has_into_form(bsym):
+        if (into_op := into_form(bsym)) is None:
             continue
         if (a := dead_buffer(k, bsym)) is None:
             a = next_write_target(k, bsym)  # a proxy's truth value is not its presence: no `or` here
         if a is not None:
-            into = INTO_OPS[bsym.sym.name].bind(*bsym.args, **bsym.kwargs, out=a, output=bsym.output)
+            into = into_op.bind(*bsym.args, **bsym.kwargs, out=a, output=bsym.output)
             into.subsymbols, into.header = [bsym], bsym.header
             index.replace(k, into)  # y now lives in a's storage: the next op that would reuse a must see it
             reused = True
     if not reused:
         return trace
-    new_trace = from_trace(trace)
-    new_trace.bound_symbols = index.bound_symbols()
-    new_trace = del_last_used(new_trace)
-    new_trace.set_provenance(TraceProvenance("thunder_ext: reuse dead buffers"))
-    return new_trace
+    return index.rewritten(trace, "thunder_ext: reuse dead buffers")
 
 
 def _touched_between(index: TraceIndex, o: TensorProxy, i: int, j: int) -> bool:

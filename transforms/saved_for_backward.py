@@ -38,13 +38,14 @@ from __future__ import annotations
 
 import thunder.torch as ltorch
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import Proxy, TensorProxy, variableify
+from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.pytree import tree_flatten, tree_iter
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, TraceTag, from_trace, tracectx
 from thunder.core.vjp_utils import get_saved_for_backward_tensors, set_saved_for_backward_tensors
 from thunder.executors import torchex
 
+from thunder_ext.thunder026.backward_split import backward_ops
 from thunder_ext.transforms.aliasing import Aliases, is_copy_to_out, tensor_args, tensor_outs, written_tensors
 
 
@@ -84,7 +85,7 @@ def clone_saved_values_before_writes(trace: TraceCtx) -> TraceCtx:
     to ``saved_values_outlive_writes``. Runs on the trace the fusion passes receive."""
     if not _is_joint(trace):
         return trace
-    backward = _backward_ops(trace)
+    backward = backward_ops(trace)
     # a write the forward does not need is the backward's by thunder's split, but reads nothing of the forward
     readers = {id(b) for b in trace.bound_symbols if id(b) in backward and not written_tensors(b)}
     read = {t.name: t for b in trace.bound_symbols if id(b) in readers for t in tensor_args(b)}
@@ -129,24 +130,6 @@ def _is_joint(trace: TraceCtx) -> bool:
     if last is None or last.sym.id != PrimIDs.RETURN or not isinstance(last.args[0], dict):
         return False
     return "fw_flat_out" in last.args[0] and any(b.sym.id == PrimIDs.GET_GRAD for b in trace.bound_symbols)
-
-
-def _backward_ops(trace: TraceCtx) -> set[int]:
-    """The ids of the bound symbols of a joint trace that ``split_into_forward_and_backward``
-    (``thunder/transforms/autodiff.py``, thunder 0.2.6) puts into the backward: those the forward's outputs
-    do not need, nor ``get_grad``, nor a ``copy_`` into what the forward needs."""
-    returned = trace.bound_symbols[-1].args[0]
-    needed = {p.name for p in tree_iter((returned["fw_flat_out"], returned["flat_args"])) if isinstance(p, Proxy)}
-    backward = set()
-    for bsym in reversed(trace.bound_symbols[:-1]):
-        if bsym.sym.id in (PrimIDs.GET_GRAD, PrimIDs.UNPACK_TRIVIAL):
-            continue
-        copies_into_forward = bsym.sym.name == "copy_" and bsym.args[1].name in needed
-        if copies_into_forward or any(o.name in needed for o in bsym.flat_proxy_outs):
-            needed |= {p.name for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)}
-        else:
-            backward.add(id(bsym))
-    return backward
 
 
 def _clone(trace: TraceCtx, t: TensorProxy) -> BoundSymbol:

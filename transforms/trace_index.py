@@ -17,8 +17,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 
+from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.executors.passes import del_last_used
 
 from thunder_ext.transforms.aliasing import Aliases, data_args, written_tensors
 
@@ -107,6 +110,20 @@ class TraceIndex:
 
     def bound_symbols(self) -> list[BoundSymbol]:
         return [op for op in self.ops if op is not None]
+
+    @classmethod
+    def of_execution_trace(cls, trace: TraceCtx) -> TraceIndex:
+        """The index of an execution trace's ops without its ``del``s, which a pass that rewrites the trace puts back
+        anew (``rewritten``): a ``del`` names a tensor's last use, which the rewrite may move."""
+        return cls(b for b in trace.bound_symbols if b.sym.id != PrimIDs.DEL)
+
+    def rewritten(self, trace: TraceCtx, provenance: str) -> TraceCtx:
+        """``trace`` with this index's ops, a ``del`` after each tensor's last use (thunder's ``del_last_used``)."""
+        new_trace = from_trace(trace)
+        new_trace.bound_symbols = self.bound_symbols()
+        new_trace = del_last_used(new_trace)
+        new_trace.set_provenance(TraceProvenance(provenance))
+        return new_trace
 
 
 def _between(positions: Iterable[Position], after: Position, before: Position) -> list[Position]:

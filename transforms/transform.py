@@ -5,25 +5,19 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 
-from thunder.core.compile_data import get_compile_data
 from thunder.core.trace import TraceCtx
-from thunder.core.transforms import Transform
 from thunder.extend import Executor, FusionExecutor
 
 from thunder_ext.executors import inplace_ex
-
-from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
-from thunder_ext.transforms.functionalize import functionalize_writes
-from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
-from thunder_ext.transforms.prove_inplace import InplaceDecision, prove_inplace_writes
-from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
-from thunder_ext.transforms.saved_for_backward import saved_values_outlive_writes
-from thunder_ext.transforms.user_lines import name_user_lines
+from thunder_ext.thunder026 import ExtensionTransform, adapt_thunder
+from thunder_ext.transforms.pipeline import Hook, Role, stages
+from thunder_ext.transforms.prove_inplace import InplaceDecision
 
 
-class InplaceTransform(Transform):
+class InplaceTransform(ExtensionTransform):
     """Functionalize in-place writes before execution planning; prove them in place after it, then let
-    elementwise ops reuse the buffers of arguments that die at them.
+    elementwise ops reuse the buffers of arguments that die at them: the stages of ``transforms/pipeline.py``,
+    run at their hooks.
 
     Also guards the prologue against aliased arguments that thunder would silently compute wrong.
 
@@ -32,9 +26,6 @@ class InplaceTransform(Transform):
     """
 
     def __init__(self, *, strict: bool = False) -> None:
-        # imported here: the adapter scopes its changes by this class (``compiling_with_extension``)
-        from thunder_ext.adapt_thunder import adapt_thunder
-
         adapt_thunder()  # before thunder traces anything for this transform
         self.strict = strict
         # Keyed by the trace they describe, so that each cache entry keeps its own and a backward
@@ -56,22 +47,19 @@ class InplaceTransform(Transform):
                 "thunder.jit(fn, executors=[thunder_ext.inplace_ex, ...], transforms=[InplaceTransform()]), "
                 "or use thunder_ext.jit(fn), which adds both."
             )
-        computation_trace = name_user_lines(computation_trace)  # before anything reports a line
-        prologue_trace = refuse_unrepresentable_aliased_arguments(prologue_trace, computation_trace)
-        prologue_trace = refuse_differentiated_writes_into_leaves(prologue_trace, computation_trace)
-        return prologue_trace, functionalize_writes(computation_trace), epilogue_trace
+        for stage in stages(Hook.COMPUTATION, Hook.PROLOGUE):
+            if stage.hook is Hook.PROLOGUE:
+                prologue_trace = stage.run(prologue_trace, computation_trace)
+            else:
+                computation_trace = stage.run(computation_trace)
+        return prologue_trace, computation_trace, epilogue_trace
 
     def transform_trace_post_optimization(self, computation_trace: TraceCtx, **kwargs) -> TraceCtx:
-        computation_trace = saved_values_outlive_writes(computation_trace)
-        new_trace, decisions = prove_inplace_writes(computation_trace, strict=self.strict)
-        # only traces the extension rewrote: it answers for their memory, thunder for the rest
-        new_trace = reuse_dead_buffers(new_trace) if decisions else new_trace
-        self.decisions[new_trace] = decisions
-        return new_trace
-
-
-def compiling_with_extension() -> bool:
-    """Whether the compilation thunder is tracing now carries ``InplaceTransform``: the scope of every change
-    ``thunder_ext.adapt_thunder`` makes to what thunder already does."""
-    cd = get_compile_data()
-    return cd is not None and any(isinstance(t, InplaceTransform) for t in cd.transforms)
+        decisions: list[InplaceDecision] = []
+        for stage in stages(Hook.EXECUTION):
+            if stage.role is Role.DECIDES:
+                computation_trace, decisions = stage.run(computation_trace, strict=self.strict)
+            elif stage.role is Role.PASS or decisions:
+                computation_trace = stage.run(computation_trace)
+        self.decisions[computation_trace] = decisions
+        return computation_trace

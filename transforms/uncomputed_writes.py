@@ -28,6 +28,7 @@ from thunder.executors import torchex
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.transforms.aliasing import is_copy_to_out, unpacks_an_argument
 
+
 def _computes(producer: BoundSymbol | None) -> bool:
     return producer is not None and not unpacks_an_argument(producer) and not is_copy_to_out(producer)
 

@@ -12,6 +12,10 @@ The trace the rule forbids, from ``k.index_copy_(2, pos, nk)`` at line 3 of ``mo
 
 With the rule it reads ``# model.py:3: k.index_copy_(2, pos, nk)``, so the decisions and ``thunder.last_traces``
 name the line that ``thunder_ext.jit`` names for the same function.
+
+A second pass, ``lines_inside_writes``, runs before the fusion passes: each write's line goes onto the
+``copy_to_out_`` inside it too, since a fusion pass that flattens an op into its subsymbols (nvFuser) keeps only
+those, and a decision names a write by its line.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from thunder.core.codeutils import Positions
 from thunder.core.compile_data import get_compile_data
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+
+from thunder_ext.executors.torch_inplace import plain_copy_to_out
+from thunder_ext.transforms.aliasing import located_at
 
 # one frame of a formatted stack, as Python's traceback module writes it
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in ')
@@ -60,3 +67,13 @@ def name_user_lines(trace: TraceCtx) -> TraceCtx:
     new_trace.bound_symbols = [relocate(b) for b in trace.bound_symbols]
     new_trace.set_provenance(TraceProvenance("thunder_ext: the user's lines behind FX-generated code"))
     return new_trace
+
+
+def lines_inside_writes(trace: TraceCtx) -> TraceCtx:
+    """``trace`` with each write's user line on the ``copy_to_out_`` it calls too (see the module's docstring)."""
+    lined = from_trace(trace)
+    lined.bound_symbols = [
+        b.from_bsym(subsymbols=[located_at(s, b) for s in b.subsymbols]) if b.sym is plain_copy_to_out else b
+        for b in trace.bound_symbols
+    ]
+    return lined

@@ -1,4 +1,4 @@
-# Found by the fuzzer: thunder 0.2.6 has no fill_ ("Unknown attribute fill_"); thunder_ext/adapt_thunder.py adds it.
+# Found by the fuzzer: thunder 0.2.6 has no fill_ ("Unknown attribute fill_"); thunder_ext/thunder026/adapt.py adds it.
 import torch
 
 

@@ -1,5 +1,5 @@
 # Found by the fuzzer: thunder 0.2.6's copy_ refused a source that broadcasts to its target
-# ("Shapes were expected to be the same"); thunder_ext/adapt_thunder.py expands it, as torch does.
+# ("Shapes were expected to be the same"); thunder_ext/thunder026/adapt.py expands it, as torch does.
 import torch
 
 

@@ -11,7 +11,7 @@ a ``StaticCache`` whose buffers hold a bucket of them.
 The rules, each with its test in ``tests/test_hf_transformers.py``:
 
 1. **Capacity.** Each layer holds ``min_capacity * 2**k`` positions, capped at ``max_cache_len``
-   (``thunder_ext.buckets``): the smallest bucket that holds every position written since the sequences started.
+   (``thunder_ext.integrations.buckets``): the smallest bucket that holds every position written since the sequences started.
 2. **Growth happens where the positions are sized.** ``generate`` asks the cache for the mask's size
    (``get_mask_sizes``) with the positions of the coming forward, before the forward runs, outside compiled
    code: there each layer's keys and values are copied once into the bucket that holds those positions (zeros
@@ -46,7 +46,7 @@ from transformers.cache_utils import Cache, DynamicLayer, StaticLayer
 from transformers.generation.utils import GenerationMode
 from transformers.masking_utils import create_masks_for_generate
 
-from thunder_ext.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
+from thunder_ext.integrations.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Prints the in-place cache writes of the execution trace, how the checker decided
 decoded token next to eager PyTorch and stock ``thunder.jit``, both with litgpt's cache, as litgpt's
 ``generate`` runs them (eager attends to the positions written, ``input_pos_maxp1``; a thunder module to its
 whole cache). The runners take turns in blocks of tokens, so that a load on the machine falls on all of them
-alike, and each median comes with its spread. Run: ``thunder-ext demo`` or ``python -m thunder_ext.demo``
+alike, and each median comes with its spread. Run: ``thunder-ext demo`` or ``python -m thunder_ext.tools.demo``
 (``--help`` for the options).
 """
 
@@ -23,39 +23,13 @@ import thunder
 import torch
 
 import thunder_ext
-from thunder_ext.benchmarks.measure import interleaved_samples
-from thunder_ext.extras import require
+from thunder_ext.thunder026.compiled import compiled_module
+from thunder_ext.tools.demo_model import small_model
+from thunder_ext.tools.extras import require
+from thunder_ext.tools.timing import interleaved_samples
 from thunder_ext.transforms.aliasing import is_copy_to_out
 
 CPU = torch.device("cpu")
-
-
-def small_model(max_seq_length: int) -> torch.nn.Module:
-    """A 4-layer llama-style litgpt model as litgpt constructs it: its parameters require grad. Run it
-    under ``torch.inference_mode()``, as litgpt's ``generate`` does."""
-    from litgpt.config import Config
-    from litgpt.model import GPT
-
-    config = Config(
-        name="thunder-ext-demo",
-        block_size=max_seq_length,
-        vocab_size=1024,
-        padded_vocab_size=1024,
-        n_layer=4,
-        n_head=8,
-        n_query_groups=8,
-        n_embd=512,
-        rotary_percentage=1.0,
-        parallel_residual=False,
-        bias=False,
-        norm_class_name="RMSNorm",
-        mlp_class_name="LLaMAMLP",
-        intermediate_size=1376,
-    )
-    torch.manual_seed(0)
-    model = GPT(config).eval()
-    model.max_seq_length = max_seq_length
-    return model
 
 
 class Decoder:
@@ -113,7 +87,7 @@ def timed(what: str, estimate: str, fn: Callable[[], object]) -> object:
     return result
 
 
-def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.demo") -> None:
+def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.tools.demo") -> None:
     description = (
         "Decode with a small litgpt model (4 layers) under eager and thunder.jit with litgpt's KV cache, and "
         "thunder_ext.jit with a cache that grows with what it holds (thunder_ext.set_kv_cache): print what the "
@@ -159,7 +133,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.d
     for decision in thunder_ext.inplace_decisions(ext):
         print(decision)
 
-    held = ext._model.transformer.h[0].attn.kv_cache.k.shape[2]
+    held = compiled_module(ext).transformer.h[0].attn.kv_cache.k.shape[2]
     print(f"\n== KV cache: thunder_ext.set_kv_cache's holds {held} positions after {decoders['thunder_ext.jit'].position}; "
           f"litgpt's holds max_seq_length, {args.max_seq_length}, from the first token ==")
     print(f"\n== Decode, 4 layers, n_embd 512, max_seq_length {args.max_seq_length}, {args.tokens} tokens timed, CPU, {args.threads} thread(s) ==")

@@ -10,18 +10,19 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**Three changes hold in the extension's compilations only** (those that carry ``InplaceTransform``:
-``compiling_with_extension``); stock ``thunder.jit`` in the same process does and says what it did before.
+**Three changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
+``InplaceTransform`` is: ``thunder026/scope.py``); stock ``thunder.jit`` in the same process does and says what it
+did before.
 
 - Errors of in-place ops name the op, the tensors and the user's line (``thunder_ext.inplace_errors``),
   and a number where the op takes a tensor only is a ``TypeError``, as in eager (thunder: ``ValueError``).
 - Arguments that share storage at different sizes (``f(x, x[0])``): thunder's ``insert_alias_updates``
   fails on them ("Attempting to reshape"); the extension traces each as itself
-  (``thunder_ext.alias_updates``). Not for stock thunder: with its torch.compile executor the fix would
+  (``thunder_ext.thunder026.alias_updates``). Not for stock thunder: with its torch.compile executor the fix would
   compute wrong values, which the extension's region rules prevent (rule 5).
 - An ``assert`` on a tensor's value (``assert pos + n <= max_len``), where thunder raises "casting a
   TensorProxy to a Python boolean is not supported", is a check that runs before any write and raises
-  eager's ``AssertionError`` (``thunder_ext.tensor_asserts``): the interpreter's handlers of conditional
+  eager's ``AssertionError`` (``thunder_ext.thunder026.tensor_asserts``): the interpreter's handlers of conditional
   jumps are wrapped. Any other branch on a tensor's value fails as before, naming the user's line and
   ``thunder_ext.thunderfx``, which runs it.
 
@@ -36,14 +37,15 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
 - ``Tensor.copy_`` from a source that broadcasts to the target: thunder's ``_copy_`` converts the dtype
   but not the shape, and ``prims.copy_`` then refuses ("Shapes were expected to be the same"), where
   PyTorch broadcasts. ``_copy_`` expands the source first.
-- What ``torch.optim``'s updates need (``thunder_ext.optim``): the ``torch._foreach_*`` ops of SGD and
-  Adam with ``foreach=True``, each traced as its op on every tensor of the list, by the jit and by
-  thunder.dynamo's splitter (which, finding no entry, ran the builtin itself on proxies and sent every one
-  to Inductor), so ``torch.compile(opt.step, backend=...)`` keeps a foreach step in thunder; ``Tensor.is_sparse``
+- What ``torch.optim``'s updates need (``thunder_ext.integrations.optim``): the ``torch._foreach_*`` ops of SGD
+  and Adam with ``foreach=True`` (``thunder026/foreach.py``), each traced as its op on every tensor of the list,
+  by the jit and by thunder.dynamo's splitter (which, finding no entry, ran the builtin itself on proxies and sent
+  every one to Inductor), so ``torch.compile(opt.step, backend=...)`` keeps a foreach step in thunder; ``Tensor.is_sparse``
   (False: thunder traces dense tensors); and ``torch.autograd.profiler.record_function``, the profiler's
   range around every ``Optimizer.step``, which does nothing under the jit (thunder cannot trace the op
   it calls).
-- ``thunder_ext.tensor_scatter_``, traced as one in-place symbol.
+- What the integrations register (``thunder_ext.hooks.HOOKS.adaptations``): ``thunder_ext.tensor_scatter_``,
+  traced as one in-place symbol.
 """
 
 from __future__ import annotations
@@ -67,11 +69,12 @@ from thunder.core.prims import OpTags
 from thunder.core.proxies import TensorProxy
 from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
-from thunder_ext import alias_updates
+from thunder_ext.hooks import HOOKS
 from thunder_ext.inplace_errors import naming_errors
-from thunder_ext.tensor_asserts import JUMPS, checking_tensor_asserts
-from thunder_ext.tensor_scatter import tensor_scatter_, tensor_scatter_symbol
-from thunder_ext.transforms.transform import compiling_with_extension
+from thunder_ext.thunder026 import alias_updates
+from thunder_ext.thunder026.foreach import FOREACH
+from thunder_ext.thunder026.scope import compiling_with_extension
+from thunder_ext.thunder026.tensor_asserts import JUMPS, checking_tensor_asserts
 
 WRITTEN_FOR = "0.2.6"
 
@@ -80,7 +83,7 @@ def adapt_thunder() -> None:
     """Make the changes above, once per process; raises ``RuntimeError`` where thunder is not ``WRITTEN_FOR``."""
     if thunder.__version__ != WRITTEN_FOR:
         raise RuntimeError(
-            f"thunder_ext adapts lightning-thunder {WRITTEN_FOR}'s tables (thunder_ext/adapt_thunder.py), "
+            f"thunder_ext adapts lightning-thunder {WRITTEN_FOR}'s tables (thunder_ext/thunder026/adapt.py), "
             f"and this is lightning-thunder {thunder.__version__}: install lightning-thunder=={WRITTEN_FOR}"
         )
     _adapt_once()
@@ -97,6 +100,8 @@ def _adapt_once() -> None:
     _name_inplace_errors()
     _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
+    for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
+        adapt()
 
 
 def divert(torch_fn, thunder_fn) -> None:
@@ -172,58 +177,5 @@ def _add_missing_ops() -> None:
     def _record_function_exit(record_function, exc_type, exc_value, traceback):
         return wrap_const(None)
 
-    for name, (op, scalars_position) in _FOREACH.items():
-        divert(getattr(torch, name), _foreach(op, scalars_position))
-
-    divert(tensor_scatter_, tensor_scatter_symbol)
-
-
-# ``torch._foreach_<op>(tensors, *operands)``, which optimizers run with ``foreach=True``: thunder 0.2.6 has none.
-# Each is traced as its op on every tensor of the list, so every write is a write of its own that the
-# passes see (a symbol of all of them would look like one write). An operand that is a list goes element by
-# element; so does the ``scalars`` tensor of ``addcmul``/``addcdiv`` (one value per tensor, as optimizers
-# stack their step sizes); any other tensor or number goes to every tensor.
-def _foreach(op, scalars_position: int | None = None):
-    def each(*args, **kwargs):
-        n = len(next(a for a in args if isinstance(a, (list, tuple))))
-
-        def at(a, position: int, i: int):
-            if isinstance(a, (list, tuple)) or (position == scalars_position and isinstance(a, TensorProxy)):
-                return a[i]
-            return a
-
-        results = [op(*(at(a, k, i) for k, a in enumerate(args)), **kwargs) for i in range(n)]
-        return None if op.__name__.endswith("_") else results
-
-    return each
-
-
-# The writes of ``addcmul_``, ``addcdiv_`` and ``maximum_`` go through thunder's ``copy_`` symbol, not the bare
-# ``prims.copy_`` that ``ltorch._copy_`` leaves: stock thunder's alias updates see a write only in a symbol
-# tagged in-place or ending in ``copy_``, and an unseen write into an argument is read by nothing after it.
-# thunder.dynamo's "dataflow" fusion orders by reads, so it put the return before Adam's last write (stock
-# backend: ``AssertionError`` in ``split_into_forward_and_backward``).
-def _addc(op, inplace: bool):
-    """``t + value * op(t1, t2)``, where ``value`` may be a tensor (one of the stacked scalars)."""
-
-    def addc(t, t1, t2, value=1):
-        result = ltorch.add(t, ltorch.mul(op(t1, t2), value))
-        return ltorch.copy_(t, result) if inplace else result
-
-    addc.__name__ = f"addc{op.__name__}" + ("_" if inplace else "")
-    return addc
-
-
-def _maximum_(a, b):
-    return ltorch.copy_(a, ltorch.maximum(a, b))
-
-
-# torch function -> (its op on one tensor, the position of a ``scalars`` tensor that goes element by element)
-_FOREACH = {
-    **{f"_foreach_{name}": (getattr(ltorch, name), None) for name in (
-        "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "lerp", "lerp_", "sqrt", "sqrt_",
-        "neg", "neg_", "reciprocal", "reciprocal_", "pow", "maximum")},
-    "_foreach_maximum_": (_maximum_, None),
-    **{f"_foreach_addc{op.__name__}{suffix}": (_addc(op, inplace=bool(suffix)), 3)
-       for op in (ltorch.mul, ltorch.div) for suffix in ("", "_")},
-}  # fmt: skip
+    for name, traced_as in FOREACH.items():
+        divert(getattr(torch, name), traced_as)

@@ -26,6 +26,8 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import Symbol
 from thunder.executors.torchex import ex as torch_ex
 
+from thunder_ext.thunder026.tables import copy_into
+
 MODES = ("linear", "circular")
 
 
@@ -145,12 +147,12 @@ class _Ops:
 
 _EAGER = _Ops(torch.arange, torch.zeros, token_positions, lambda cache, i, update: cache.index_put_(i, update))
 # thunder writes every in-place op as its functional op and a final copy_: the extension's passes take
-# that copy for the write (``ltorch._copy_`` looked up when called: ``adapt_thunder`` replaces it).
+# that copy for the write (``copy_into``: thunder's ``_copy_`` as ``adapt_thunder`` leaves it).
 _TRACED = _Ops(
     ltorch.arange,
     ltorch.zeros,
     _token_positions_op,
-    lambda cache, i, update: ltorch._copy_(cache, ltorch.index_put(cache, i, update)),
+    lambda cache, i, update: copy_into(cache, ltorch.index_put(cache, i, update)),
 )
 
 

@@ -21,7 +21,7 @@ from thunder.core.symbol import BoundSymbolTag, has_tags
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 
 from thunder_ext.executors.torch_inplace import share_storage
-from thunder_ext.transforms.transform import compiling_with_extension
+from thunder_ext.thunder026.scope import compiling_with_extension
 
 
 def _split_alias_groups(

@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "bench":
         from thunder_ext.benchmarks.suite import main as run
     else:
-        from thunder_ext.demo import main as run
+        from thunder_ext.tools.demo import main as run
     run(rest, prog=prog)
 
 

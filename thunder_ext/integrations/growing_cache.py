@@ -42,10 +42,11 @@ from litgpt.model import GPT, KVCache, batched_index_copy_, build_mask_cache
 from thunder.core.module import ThunderModule
 from thunder.core.trace import is_tracing
 
-from thunder_ext.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
+from thunder_ext.integrations.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.executors import inplace_ex
 from thunder_ext.jit import jit
+from thunder_ext.thunder026.compiled import compiled_module, refresh_thunder_module
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 log = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ def set_kv_cache(
         changed |= {f"transformer.h.{i}.attn.kv_cache.{name}": getattr(cache, name) for name in ("k", "v")}
     gpt.mask_cache = _mask(capacity, device)
     if isinstance(model, ThunderModule):
-        _refresh_thunder_module(model, changed)
+        refresh_thunder_module(model, changed)
     model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity)
 
 
@@ -162,7 +163,7 @@ def _mask(capacity: int, device: torch.device | None) -> torch.Tensor:
 
 
 def _gpt_of(model: torch.nn.Module) -> GPT:
-    inner = model._model if isinstance(model, ThunderModule) else model  # the module thunder compiled
+    inner = compiled_module(model)
     if isinstance(inner, GPT):
         return inner
     if isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
@@ -175,15 +176,6 @@ def _gpt_of(model: torch.nn.Module) -> GPT:
         "thunder_ext.set_kv_cache: `model` must be a litgpt GPT, or what thunder_ext.jit or thunder.compile "
         f"returns for one; got {type(inner).__name__}"
     )
-
-
-def _refresh_thunder_module(model: ThunderModule, buffers: dict[str, torch.Tensor]) -> None:
-    """``model`` sees the GPT's new buffers and caches. thunder 0.2.6's ThunderModule snapshots the GPT's
-    buffers (``set_buffer`` replaces one) and submodules (``_module_cache``, private: its only setter is
-    construction) when it is made, and its prologue reads them from there."""
-    for name, tensor in buffers.items():
-        model.set_buffer(name, tensor)
-    model._module_cache.update(model._model.named_modules())
 
 
 class BucketedForward:
@@ -284,7 +276,7 @@ class BucketedForward:
         self.gpt.mask_cache = _mask(capacity, self.gpt.mask_cache.device)
         if isinstance(self.model, ThunderModule):
             changed = {f"transformer.h.{i}.attn.kv_cache.{n}": getattr(c, n) for i, c in resized for n in ("k", "v")}
-            _refresh_thunder_module(self.model, changed)
+            refresh_thunder_module(self.model, changed)
         self.capacity = capacity
 
     def _compiled_call(self, idx: torch.Tensor, input_pos: torch.Tensor, tokens: int) -> torch.Tensor:

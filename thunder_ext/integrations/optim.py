@@ -24,6 +24,8 @@ import torch
 from torch.optim.adam import adam
 from torch.optim.sgd import sgd
 
+from thunder_ext.thunder026.compiled import share_compile_data
+
 Group = tuple[list, dict[str, Any]]  # the tensor lists of one parameter group, and its hyperparameters
 
 
@@ -83,8 +85,7 @@ class JittedOptimizerStep:
                 functional(*tensors, **hyper)
 
         self.update = jit(update, **jit_kwargs)
-        # where thunder.compile_data and thunder.compile_stats look: the update's
-        self._lc_cd, self._lc_cs = self.update._lc_cd, self.update._lc_cs
+        share_compile_data(self, self.update)  # thunder.compile_data and compile_stats describe the update
 
     @torch.no_grad()
     def __call__(self, closure: Callable | None = None) -> None:

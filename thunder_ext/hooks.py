@@ -1,0 +1,39 @@
+"""Where the integrations plug into the core, which calls these hooks and never names an integration.
+
+Each integration (``thunder_ext/integrations/``) registers its hooks when ``thunder_ext`` is imported
+(``thunder_ext/integrations/__init__.py``); one whose package is optional (litgpt, transformers) registers a
+hook that imports it only once the user's program has. A hook that patches a user's object says so where it
+is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from thunder.core.recipe import Lookaside
+
+# ``(fn, jit, options) -> compiled or None``: ``fn`` compiled another way than ``thunder.jit(fn)`` (an optimizer's
+# ``step``, whose functional update is jitted), or None where the hook does not take ``fn``
+JitReplacement = Callable[[Callable, Callable[..., Callable], dict[str, Any]], "Callable | None"]
+
+
+@dataclass
+class Hooks:
+    """The lists the core reads, in the order hooks were registered."""
+
+    # run once by ``adapt_thunder``, after the extension's own changes to thunder: an integration's entries in
+    # thunder's tables (``tensor_scatter_``'s symbol)
+    adaptations: list[Callable[[], None]] = field(default_factory=list)
+    # ``thunder_ext.jit``: the first that takes ``fn`` compiles it
+    jit_replacements: list[JitReplacement] = field(default_factory=list)
+    # ``thunder_ext.jit``: called with ``(fn, jitted)`` once ``fn`` is jitted
+    after_jit: list[Callable[[Callable, Callable], None]] = field(default_factory=list)
+    # ``thunder_ext.thunderfx``: called with ``fn`` once it is compiled
+    after_thunderfx: list[Callable[[Callable], None]] = field(default_factory=list)
+    # the ``thunder.compile`` plugin's lookasides: each returns those it adds
+    plugin_lookasides: list[Callable[[], list[Lookaside]]] = field(default_factory=list)
+
+
+HOOKS = Hooks()

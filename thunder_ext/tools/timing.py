@@ -1,0 +1,99 @@
+"""How the demo and the benchmarks time calls: one call's seconds, and calls of several runners taken in turns,
+so that noise on a shared machine falls on all of them alike; what is being timed, for a progress line; and
+first calls, which compile, with the garbage collector paused."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import statistics
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+
+_status: Callable[[str], None] = lambda text: None
+
+
+@contextlib.contextmanager
+def report_status(show: Callable[[str], None]) -> Iterator[None]:
+    """Within the block, what the suite is doing (which runner compiles or is timed) goes to ``show``."""
+    global _status
+    previous, _status = _status, show
+    try:
+        yield
+    finally:
+        _status = previous
+
+
+def status(text: str) -> None:
+    _status(text)
+
+
+@contextlib.contextmanager
+def gc_paused(*, collect: bool = True) -> Iterator[None]:
+    """No automatic garbage collection within the block (after one, unless ``collect`` is False); for first calls,
+    which compile.
+
+    Once torch.compile has run in a process, Dynamo's patched ``nn.Module.__init__`` records every new
+    module in a dict keyed by id whose entries weakref callbacks delete when the module dies
+    (``GenerationTracker.generation_values``). thunder's interpreter walks that dict when the traced
+    code builds a module (litgpt's ``GPT.forward`` builds an ``nn.Identity`` per call); a collection
+    during the walk that frees modules of earlier configurations, held in reference cycles, changes it
+    under the walk: "InterpreterError: ... dictionary changed size during iteration".
+    """
+    enabled = gc.isenabled()
+    if collect:
+        gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def seconds(fn: Callable[[], object], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def interleaved_medians(
+    calls: dict[str, Callable[[], object]], device: torch.device, *, warmup: int, repeat: int, rounds: int = 5
+) -> dict[str, float]:
+    """Median seconds per call of each entry over ``repeat`` timed calls (``interleaved_samples``)."""
+    samples = interleaved_samples(calls, device, warmup=warmup, repeat=repeat, rounds=rounds)
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def interleaved_samples(
+    calls: dict[str, Callable[[], object]], device: torch.device, *, warmup: int, repeat: int, rounds: int = 5
+) -> dict[str, list[float]]:
+    """Seconds of each of ``repeat`` timed calls of each entry, after ``warmup`` calls (the first
+    compiles). The entries take turns in
+    ``rounds`` blocks of consecutive calls, so that noise on a shared machine falls on all of them
+    alike (ratios are then taken within one run); blocks, not single calls, because alternating call
+    by call between code paths this different evicts each one's caches and slows microsecond calls
+    (eager's 7.7 µs KV write took 19 µs that way). Each block starts with an untimed call, so that no
+    entry pays for what the one before it evicted (stock thunder streams the whole cache)."""
+    for i in range(warmup):
+        for name, call in calls.items():
+            status(f"compiling {name}" if i == 0 else f"warming up {name}")
+            with gc_paused() if i == 0 else contextlib.nullcontext():
+                call()
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    block = max(1, repeat // rounds)
+    while any(len(s) < repeat for s in samples.values()):
+        for name, call in calls.items():
+            status(f"timing {name}, {len(samples[name])} of {repeat} calls")
+            call()
+            samples[name] += [seconds(call, device) for _ in range(min(block, repeat - len(samples[name])))]
+    return samples
