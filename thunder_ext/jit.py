@@ -22,6 +22,7 @@ def jit(
     executors: Sequence[Executor | str] | None = None,
     transforms: Sequence[Transform] | None = None,
     strict: bool = False,
+    replay_blocks: bool = True,
     **kwargs: Any,
 ) -> Callable:
     """A drop-in for ``thunder.jit``: same arguments, same result, in-place writes run in place.
@@ -29,6 +30,12 @@ def jit(
     The caller's ``executors`` (thunder's defaults if None) and ``transforms`` are kept; the
     extension's executor goes first and its transform last, so it sees the final trace.
     ``strict=True`` raises instead of falling back to a copy for a write it cannot prove.
+
+    ``replay_blocks``: thunder's interpreter traces the first call of each kind of repeated block (an element of a
+    ``torch.nn.ModuleList`` of ``fn``: litgpt's ``Block``, an HF decoder layer) and replays the others from it,
+    each with its own parameters and buffers, instead of interpreting their Python again; a call that a replay
+    would not trace exactly is interpreted (``thunder_ext/thunder026/block_replay.py``). The compile log says,
+    per compilation, how many calls were replayed and why any other was interpreted.
 
     With nvFuser among the executors (thunder's defaults include it where it loads), its fusion
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to
@@ -38,23 +45,26 @@ def jit(
     (``thunder_ext.integrations.optim``, through ``HOOKS.jit_replacements``). What an integration does once
     ``fn`` is jitted is in ``HOOKS.after_jit`` (an HF model's ``generate()`` warns that it runs uncompiled).
     """
-    options = {"executors": executors, "transforms": transforms, "strict": strict, **kwargs}
+    options = dict(executors=executors, transforms=transforms, strict=strict, replay_blocks=replay_blocks, **kwargs)
     for replacement in HOOKS.jit_replacements:
         if (compiled := replacement(fn, jit, options)) is not None:
             return compiled
-    jitted = thunder_jit(fn, **with_extension(executors, transforms, strict), **kwargs)
+    jitted = thunder_jit(fn, **with_extension(executors, transforms, strict, replay_blocks), **kwargs)
     for after in HOOKS.after_jit:
         after(fn, jitted)
     return jitted
 
 
 def with_extension(
-    executors: Sequence[Executor | str] | None, transforms: Sequence[Transform] | None, strict: bool
+    executors: Sequence[Executor | str] | None,
+    transforms: Sequence[Transform] | None,
+    strict: bool,
+    replay_blocks: bool = True,
 ) -> dict[str, list]:
     """``thunder.jit``'s ``executors`` and ``transforms`` with the extension's: its executor first, before any
     fuser (a region is compiled with the operators its executor list claimed), its transform last."""
     executors = thunder.get_default_executors() if executors is None else executors
     return {
         "executors": [inplace_ex, *executors],
-        "transforms": [*(transforms or ()), InplaceTransform(strict=strict)],
+        "transforms": [*(transforms or ()), InplaceTransform(strict=strict, replay_blocks=replay_blocks)],
     }

@@ -31,18 +31,20 @@ from thunder_ext.transforms import InplaceTransform
 
 
 class Inplace(Plugin):
-    """Run in-place writes in place under ``thunder.compile``; ``strict=True`` as in ``thunder_ext.jit``."""
+    """Run in-place writes in place under ``thunder.compile``; ``strict`` and ``replay_blocks`` as in
+    ``thunder_ext.jit`` (a repeated block is replayed under the ``thunder.jit`` interpreter only: ``thunder.fx``'s
+    graphs hold no module calls)."""
 
     policy = PluginPolicy.PRE
 
-    def __init__(self, *, strict: bool = False) -> None:
-        self.strict = strict
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True) -> None:
+        self.strict, self.replay_blocks = strict, replay_blocks
 
     def setup_executors(self) -> list[Executor]:
         return [inplace_ex]
 
     def setup_transforms(self) -> list[Transform]:
-        return [InplaceTransform(strict=self.strict)]
+        return [InplaceTransform(strict=self.strict, replay_blocks=self.replay_blocks)]
 
     def setup_lookasides(self) -> list[Lookaside]:
         return [lookaside for lookasides in HOOKS.plugin_lookasides for lookaside in lookasides()]

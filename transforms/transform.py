@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import weakref
 from collections.abc import Sequence
 
+import torch
+from thunder.core.compile_data import get_compile_data
 from thunder.core.trace import TraceCtx
 from thunder.extend import Executor, FusionExecutor
 
@@ -12,6 +15,8 @@ from thunder_ext.executors import inplace_ex
 from thunder_ext.thunder026 import ExtensionTransform, adapt_thunder
 from thunder_ext.transforms.pipeline import Hook, Role, stages
 from thunder_ext.transforms.prove_inplace import InplaceDecision
+
+log = logging.getLogger("thunder_ext")
 
 
 class InplaceTransform(ExtensionTransform):
@@ -23,10 +28,13 @@ class InplaceTransform(ExtensionTransform):
 
     Needs ``thunder_ext.executors.inplace_ex`` among the executors (``thunder_ext.jit`` adds it).
     ``strict=True`` raises ``UnprovenInplaceError`` for any write that would fall back to a copy.
+    ``replay_blocks``: the interpreter traces a repeated block once (``thunder_ext.jit``'s docstring says more);
+    what it did in the last compilation is in ``traced_blocks``, and in the compile log.
     """
 
-    def __init__(self, *, strict: bool = False) -> None:
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True) -> None:
         adapt_thunder()  # before thunder traces anything for this transform
+        super().__init__(replay_blocks=replay_blocks)
         self.strict = strict
         # Keyed by the trace they describe, so that each cache entry keeps its own and a backward
         # trace's pass cannot overwrite the forward's; ``thunder_ext.inplace_decisions`` looks them up.
@@ -47,6 +55,8 @@ class InplaceTransform(ExtensionTransform):
                 "thunder.jit(fn, executors=[thunder_ext.inplace_ex, ...], transforms=[InplaceTransform()]), "
                 "or use thunder_ext.jit(fn), which adds both."
             )
+        if self.traced_blocks is not None and self.traced_blocks.calls:
+            log.info("thunder_ext: traced %s: %s", _traced_name(), self.traced_blocks.summary())
         for stage in stages(Hook.COMPUTATION, Hook.PROLOGUE):
             if stage.hook is Hook.PROLOGUE:
                 prologue_trace = stage.run(prologue_trace, computation_trace)
@@ -63,3 +73,9 @@ class InplaceTransform(ExtensionTransform):
                 computation_trace = stage.run(computation_trace)
         self.decisions[computation_trace] = decisions
         return computation_trace
+
+
+def _traced_name() -> str:
+    """What thunder is compiling, as the log names it: ``GPT.forward``, or a function's name."""
+    fn = get_compile_data().fn
+    return f"{type(fn).__name__}.forward" if isinstance(fn, torch.nn.Module) else getattr(fn, "__qualname__", repr(fn))

@@ -71,7 +71,7 @@ from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
 from thunder_ext.hooks import HOOKS
 from thunder_ext.inplace_errors import naming_errors
-from thunder_ext.thunder026 import alias_updates
+from thunder_ext.thunder026 import alias_updates, block_replay
 from thunder_ext.thunder026.foreach import FOREACH
 from thunder_ext.thunder026.scope import compiling_with_extension
 from thunder_ext.thunder026.tensor_asserts import JUMPS, checking_tensor_asserts
@@ -100,6 +100,7 @@ def _adapt_once() -> None:
     _name_inplace_errors()
     _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
+    block_replay.install()  # acts in the extension's compilations that ask for it only
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
 

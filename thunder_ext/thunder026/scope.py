@@ -8,12 +8,24 @@ thunder's compile data which compilation is tracing.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from thunder.core.compile_data import get_compile_data
 from thunder.core.transforms import Transform
 
+if TYPE_CHECKING:
+    from thunder_ext.thunder026.block_replay import TracedBlocks
+
 
 class ExtensionTransform(Transform):
-    """A thunder ``Transform`` whose compilations get the extension's scoped changes to thunder."""
+    """A thunder ``Transform`` whose compilations get the extension's scoped changes to thunder.
+
+    ``replay_blocks``: the interpreter traces a repeated block once and replays its other calls
+    (``block_replay``), which records the calls of each compilation in ``traced_blocks``."""
+
+    def __init__(self, *, replay_blocks: bool = True) -> None:
+        self.replay_blocks = replay_blocks
+        self.traced_blocks: TracedBlocks | None = None  # of the compilation being traced, or the last one
 
 
 def extension_transform() -> ExtensionTransform | None:

@@ -1,0 +1,298 @@
+"""Tracing a repeated block once (``thunder_ext/thunder026/block_replay.py``, ``replay_keys.py``).
+
+A replayed model must be the same computation as the interpreted one: the same outputs and cache contents, the same
+decisions, the same prologue checks. Each rule of ``replay_keys`` has a case that must be interpreted, and the compile
+log names why. Every comparison is against the same model compiled with ``replay_blocks=False`` (thunder's
+interpreter, as before) and against eager.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+
+import pytest
+import thunder
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+import thunder_ext
+from helpers import VOCAB, caches, small_llama
+from thunder_ext.transforms import InplaceTransform
+
+litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+
+
+def traced_blocks(jitted):
+    """What the last compilation of ``jitted`` did with its repeated blocks."""
+    (transform,) = [t for t in thunder.compile_data(jitted).transforms if isinstance(t, InplaceTransform)]
+    return transform.traced_blocks
+
+
+def hows(jitted) -> list[str]:
+    return [c.how for c in traced_blocks(jitted).calls]
+
+
+def prologue_statements(jitted) -> set[str]:
+    """The prologue's unpacking of the module's tensors and values, and its checks, each once, with the numbered
+    names of values (``i53``, ``f472``, ``m6``) made anonymous: replay names them anew."""
+    lines = str(thunder.last_prologue_traces(jitted)[-1]).splitlines()
+    kept = {re.sub(r"\b[a-z]+\d+\b", "n", line.split("#")[0].strip()) for line in lines}
+    return {s for s in kept if "check_" in s or "get_parameter" in s or "get_buffer" in s}
+
+
+def decode_pair(n_layer: int = 4, **overrides):
+    """A litgpt model with its KV cache, and two ``thunder_ext.jit`` copies: replaying and interpreting."""
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=n_layer, **overrides)
+    eager.set_kv_cache(batch_size=1, max_seq_length=32)
+    replayed = thunder_ext.jit(copy.deepcopy(eager))
+    interpreted = thunder_ext.jit(copy.deepcopy(eager), replay_blocks=False)
+    return eager, replayed, interpreted
+
+
+def test_a_replayed_litgpt_model_is_the_interpreted_one(caplog):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    eager, replayed, interpreted = decode_pair()
+    x, pos = torch.randint(0, VOCAB, (1, 5)), torch.arange(5)
+    with torch.inference_mode():
+        for step in range(3):  # a prefill, then two decode steps: two compilations each
+            want = eager(x, pos)
+            got, reference = replayed(x, pos), interpreted(x, pos)
+            assert torch.equal(got, reference)
+            assert_close(got, want)
+            for ours, theirs in zip(caches(replayed._model), caches(interpreted._model)):
+                assert torch.equal(ours, theirs)
+            if step < 2:
+                assert hows(replayed) == ["interpreted"] + ["replayed"] * 3
+                assert traced_blocks(interpreted) is None  # replay off: the lookaside interprets, records nothing
+                assert prologue_statements(replayed) == prologue_statements(interpreted)
+            ours = [(d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(replayed)]
+            assert ours == [(d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(interpreted)]
+            assert len(ours) == 8 and all(d[0] != "copy" for d in ours)  # k and v of each layer, in place
+            x, pos = got[:, -1:].argmax(-1), pos[-1:] + 1
+    first, second = [len(thunder.last_traces(j)[-1].bound_symbols) for j in (replayed, interpreted)]
+    assert first == second
+    logged = [r.getMessage() for r in caplog.records]
+    summary = (r"thunder_ext: traced GPT\.forward: 4 calls of repeated blocks \(4 of Block\): "
+               r"1 interpreted \(\d+\.\d s\), 3 replayed \(\d+\.\d s\)")
+    assert sum(bool(re.fullmatch(summary, m)) for m in logged) == 2, logged
+
+
+def test_every_layer_reads_its_own_parameters_and_cache():
+    # a replay that swapped in the recorded layer's tensors would compute with layer 0's weights everywhere
+    eager, replayed, _ = decode_pair()
+    with torch.no_grad():
+        eager.transformer.h[2].attn.proj.weight.mul_(3)
+        replayed._model.transformer.h[2].attn.proj.weight.mul_(3)
+    x, pos = torch.randint(0, VOCAB, (1, 5)), torch.arange(5)
+    with torch.inference_mode():
+        assert_close(replayed(x, pos), eager(x, pos))
+    assert hows(replayed) == ["interpreted"] + ["replayed"] * 3
+    written = [bool(t[:, :, :5].any()) for t in caches(replayed._model)]
+    assert all(written), "each layer's own cache buffers hold the prompt"
+
+
+def tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def hf_forward(compiled, ids: torch.Tensor) -> torch.Tensor:
+    # a causal mask of its own: HF's masks are built with torch.vmap, which thunder 0.2.6 does not trace
+    mask = torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).tril()[None, None]
+    with torch.inference_mode():
+        return compiled(ids, attention_mask=mask, use_cache=False).logits
+
+
+def assert_hf_decoder_replays(compiled) -> None:
+    """``compiled(model, replay)`` compiles the model replaying or not: the two must be one computation."""
+    model, ids = tiny_llama(), torch.randint(0, VOCAB, (1, 6))
+    replayed, interpreted = compiled(copy.deepcopy(model), True), compiled(copy.deepcopy(model), False)
+    got, reference = hf_forward(replayed, ids), hf_forward(interpreted, ids)
+    assert torch.equal(got, reference)
+    assert_close(got, hf_forward(model, ids))
+    assert hows(replayed) == ["interpreted", "replayed", "replayed"]
+    assert prologue_statements(replayed) == prologue_statements(interpreted)
+
+
+def test_a_replayed_hf_decoder_is_the_interpreted_one():
+    assert_hf_decoder_replays(lambda model, replay: thunder_ext.jit(model, replay_blocks=replay))
+
+
+@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
+def test_a_replayed_hf_decoder_is_the_interpreted_one_through_the_recipe_and_the_plugin():
+    from thunder_ext.integrations.hf_transformers import HFTransformersRecipe
+
+    def compiled(model, replay: bool):
+        plugin = thunder_ext.Inplace(replay_blocks=replay)
+        return thunder.compile(model, recipe=HFTransformersRecipe(), plugins=[plugin])
+
+    assert_hf_decoder_replays(compiled)
+
+
+# ---- what must be interpreted, and the log line that says why -----------------------------------------------------
+
+
+class Layer(nn.Module):
+    """A toy repeated block: ``how`` picks what its ``forward`` does besides a linear layer."""
+
+    def __init__(self, i: int, how: str = "", width: int = 8, dtype: torch.dtype = torch.float32):
+        super().__init__()
+        self.lin = nn.Linear(width, 8, dtype=dtype)
+        self.index = i  # differs per layer; read only where ``how`` says
+        self.seen: list[int] = []
+        self.calls = 0
+        self.how = how
+
+    def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        if self.how == "reads its index":
+            x = x * (self.index + 1)
+        elif self.how == "appends to a list":
+            self.seen.append(1)
+        elif self.how == "assigns an attribute":
+            self.calls = self.calls + 1
+        elif self.how == "writes a global":
+            global LAST
+            LAST = 1
+        elif self.how == "reads a shared value":
+            x = x * SHARED.scale
+        return torch.tanh(self.lin(x.to(self.lin.weight.dtype)) * scale).to(torch.float32)
+
+
+LAST = 0
+
+
+class Shared:
+    """A value every layer reads, outside the layers: a config that the model changes between them."""
+
+    scale = 1.0
+
+
+SHARED = Shared()
+
+
+def bump() -> None:
+    SHARED.scale = SHARED.scale + 1.0
+
+
+class Stack(nn.Module):
+    def __init__(self, layers: list[nn.Module], scales: list[float] | None = None, between=None):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.scales = scales or [1.0] * len(layers)
+        self.between = between
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer, scale in zip(self.layers, self.scales):
+            x = layer(x, scale)
+            if self.between is not None:
+                self.between()
+        return x
+
+
+def replayed_matches_eager(model: nn.Module) -> list[str]:
+    """Run ``model`` eagerly and under ``thunder_ext.jit``; the jitted result must equal eager's; returns how each
+    block was traced."""
+    torch.manual_seed(1)
+    x = torch.randn(2, 8)
+    SHARED.scale = 1.0  # which a model may change between its layers
+    want = copy.deepcopy(model)(x)
+    SHARED.scale = 1.0
+    jitted = thunder_ext.jit(model)
+    assert_close(jitted(x), want)
+    return hows(jitted)
+
+
+def test_blocks_that_differ_only_in_what_they_never_read_are_replayed():
+    assert replayed_matches_eager(Stack([Layer(i) for i in range(4)])) == ["interpreted"] + ["replayed"] * 3
+
+
+@pytest.mark.parametrize(
+    "model, expected, reason",
+    [
+        (lambda: Stack([Layer(i, "reads its index") for i in range(3)]), ["interpreted"] * 3,
+         "attribute index differs and is read"),
+        (lambda: Stack([Layer(i, "appends to a list") for i in range(3)]), ["interpreted"] * 3,
+         "the recorded Layer changes a list it did not make (list.append)"),
+        (lambda: Stack([Layer(i, "assigns an attribute") for i in range(3)]), ["interpreted"] * 3,
+         "the recorded Layer assigns the attribute 'calls' of an object it did not make"),
+        (lambda: Stack([Layer(i, "writes a global") for i in range(3)]), ["interpreted"] * 3,
+         "the recorded Layer runs STORE_GLOBAL"),
+        (lambda: Stack([Layer(i) for i in range(3)], scales=[1.0, 2.0, 2.0]),
+         ["interpreted", "interpreted", "replayed"], "arguments of other metadata or values"),
+        (lambda: Stack([Layer(0), Layer(1, width=8, dtype=torch.float64), Layer(2)]),
+         ["interpreted", "interpreted", "replayed"], "a module of another structure"),
+        (lambda: Stack([Layer(i, "reads a shared value") for i in range(3)], between=bump),
+         ["interpreted"] * 3, "attribute 'scale' changed since the recorded call"),
+    ],
+    ids=["per-layer-value-read", "list-append", "attribute-assignment", "global-write", "per-layer-argument",
+         "parameter-dtype", "shared-state-changed-between-calls"],
+)  # fmt: skip
+def test_a_block_that_a_replay_would_trace_differently_is_interpreted(model, expected, reason, caplog):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    assert replayed_matches_eager(model()) == expected
+    (summary,) = [r.getMessage() for r in caplog.records if "calls of repeated blocks" in r.getMessage()]
+    assert f"interpreted: {reason}" in summary, summary
+
+
+def test_a_layer_with_a_hook_is_interpreted_and_the_others_replayed(caplog):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    model = Stack([Layer(i) for i in range(4)])
+    model.layers[2].register_forward_hook(lambda module, args, out: out * 2)
+    assert replayed_matches_eager(model) == ["interpreted", "replayed", "interpreted", "replayed"]
+    assert any("1 interpreted: module hooks" in r.getMessage() for r in caplog.records)
+
+
+def test_a_litgpt_cache_converted_on_its_first_call_is_interpreted_every_time(caplog):
+    # litgpt's KVCache converts its buffers to the activations' dtype (``self.k = self.k.to(k.dtype)``)
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=3)
+    eager.set_kv_cache(batch_size=1, max_seq_length=16, dtype=torch.float64)
+    jitted = thunder_ext.jit(copy.deepcopy(eager))
+    x, pos = torch.randint(0, VOCAB, (1, 4)), torch.arange(4)
+    with torch.inference_mode():
+        assert_close(jitted(x, pos), eager(x, pos))
+    assert hows(jitted) == ["interpreted"] * 3
+    assert any("the recorded Block assigns the attribute 'k'" in r.getMessage() for r in caplog.records)
+
+
+def test_replay_is_off_where_asked_and_in_stock_thunder():
+    model = Stack([Layer(i) for i in range(3)])
+    x = torch.randn(2, 8)
+    off = thunder_ext.jit(copy.deepcopy(model), replay_blocks=False)
+    assert_close(off(x), model(x))
+    assert traced_blocks(off) is None
+    stock = thunder.jit(copy.deepcopy(model))
+    assert_close(stock(x), model(x))
+    assert not any(isinstance(t, InplaceTransform) for t in thunder.compile_data(stock).transforms)
+
+
+@pytest.mark.executor_sets("defaults")  # CI time: the torch.compile executor is in the growing cache's own tests
+def test_growth_and_new_length_buckets_replay_and_stay_strict(caplog):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=3, block_size=64)
+    jitted = thunder_ext.jit(copy.deepcopy(eager), strict=True)  # a write left a copy would raise
+    eager.set_kv_cache(batch_size=1, max_seq_length=32)
+    thunder_ext.set_kv_cache(jitted, batch_size=1, max_seq_length=32, min_capacity=4)
+    x, pos = torch.randint(0, VOCAB, (1, 3)), torch.arange(3)
+    with torch.inference_mode():
+        for _ in range(10):  # grows at positions 4 and 8
+            logits = jitted(x, pos)
+            assert_close(logits, eager(x, pos))
+            x, pos = logits[:, -1:].argmax(-1), pos[-1:] + 1
+        prompt = torch.randint(0, VOCAB, (1, 11))  # a new sequence in a new length bucket
+        assert_close(jitted(prompt, torch.arange(11)), eager(prompt, torch.arange(11)))
+    compiled = sum("thunder_ext: compiled GPT.forward" in r.getMessage() for r in caplog.records)
+    summaries = [r.getMessage() for r in caplog.records if "calls of repeated blocks (3 of Block)" in r.getMessage()]
+    assert compiled >= 4 and len(summaries) == compiled, summaries
+    assert all(": 1 interpreted" in s and "2 replayed" in s for s in summaries), summaries

@@ -1,0 +1,157 @@
+"""What a repeated block's call must share with a recorded one to be replayed from it (``block_replay``).
+
+A call is replayed only where it would trace the same bound symbols as the recorded call, with its own tensors:
+
+1. **The module subtree has the same structure**: for each submodule its relative name, class (so the same
+   ``forward``), ``training`` flag, parameter and buffer names with their metadata, child names and the names of
+   its other attributes; and no hooks, no instance-level ``forward``, no ``torch.compile``.
+2. **Its other attribute values are equal, or never read** by the recorded call: plain immutable values compared
+   by value, anything else by identity (litgpt's ``block_idx`` differs per layer and is never read in ``forward``;
+   ``apply_sliding_window_attention`` differs on some layers and is read, so those layers have a record of their
+   own).
+3. **Its arguments have the same tree, tensor metadata, Python values and aliasing.**
+4. **What the recorded call read outside the subtree is unchanged** (attributes of a shared config, globals, items
+   of existing containers), as thunder's interpreter sees them now; and grad and autocast are as they were.
+
+How a module's tensors are found again on another module: the provenance of each, a chain of constant attribute
+loads and subscripts from the module (``access_path``), which replay runs again through the interpreter.
+
+Written for thunder 0.2.6's interpreter (``ProvenanceRecord``, ``PseudoInst``). Retired by: thunder tracing a
+repeated module once itself.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from thunder.core.interpreter import ProvenanceRecord, PseudoInst
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunder.core.pytree import tree_flatten
+
+
+class NotReplayable(Exception):
+    """Why a call, or a record, cannot be replayed: the call is then interpreted."""
+
+
+# what every nn.Module holds in its __dict__ (hooks, member dicts, training), compared structurally
+_MODULE_KEYS = frozenset(torch.nn.Module().__dict__)
+_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def is_plain(v: Any) -> bool:
+    """Whether ``v`` is an immutable value, compared by value (anything else is compared by identity)."""
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes, torch.dtype, torch.device, enum.Enum)):
+        return True
+    return type(v) in (tuple, frozenset) and all(is_plain(x) for x in v)
+
+
+def snapshot(v: Any) -> tuple:
+    """What of ``v`` a replay relies on: a tensor is a proxy in the trace (its value is never baked in); a plain
+    value by value; anything else by identity."""
+    if isinstance(v, (Proxy, torch.Tensor)):
+        return ("tensor",)
+    return ("plain", type(v), v) if is_plain(v) else ("object", id(v))
+
+
+def _tensor_meta(t: torch.Tensor | None) -> tuple | None:
+    return None if t is None else (type(t), tuple(t.shape), t.dtype, t.device, t.requires_grad, t.layout)
+
+
+def global_hooks_present() -> bool:
+    m = torch.nn.modules.module
+    return bool(
+        m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks
+        or m._global_backward_pre_hooks
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModuleKey:
+    """A module subtree's structure (rule 1, equal or no replay) and its other attribute values (rule 2)."""
+
+    structure: tuple
+    values: dict[tuple[str, str], tuple]  # (relative path, attribute) -> its value, as compared
+    paths: dict[int, str]  # id of each submodule -> its relative path
+
+
+def module_key(module: torch.nn.Module) -> ModuleKey:
+    """``module``'s key; raises ``NotReplayable`` where it has what a replay cannot reproduce (hooks...)."""
+    structure, values, paths = [], {}, {}
+    for path, m in module.named_modules(remove_duplicate=False):
+        if any(getattr(m, k, None) for k in _HOOKS):
+            raise NotReplayable("module hooks")
+        if "forward" in m.__dict__ or "__call__" in m.__dict__:
+            raise NotReplayable("a forward of the instance's own")
+        if getattr(m, "_compiled_call_impl", None) is not None:
+            raise NotReplayable("a torch.compile'd module")
+        paths.setdefault(id(m), path)
+        extra = tuple(k for k in m.__dict__ if k not in _MODULE_KEYS)
+        structure.append((
+            path, type(m), m.training,
+            tuple((k, _tensor_meta(p)) for k, p in m._parameters.items()),
+            tuple((k, _tensor_meta(b), k in m._non_persistent_buffers_set) for k, b in m._buffers.items()),
+            tuple(m._modules), extra,
+        ))  # fmt: skip
+        for k in extra:
+            v = m.__dict__[k]
+            values[(path, k)] = ("tensor", _tensor_meta(v)) if isinstance(v, torch.Tensor) else snapshot(v)
+    return ModuleKey(tuple(structure), values, paths)
+
+
+def _leaf_key(x: Any) -> tuple:
+    if isinstance(x, TensorProxy):
+        return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad)
+    if isinstance(x, NumberProxy):
+        return ("N", type(x), x.value)
+    if isinstance(x, Proxy):
+        raise NotReplayable(f"an argument of type {type(x).__name__}")
+    if isinstance(x, torch.Tensor):
+        raise NotReplayable("a tensor argument thunder did not proxy")
+    return ("P", type(x), x) if is_plain(x) else ("O", id(x))
+
+
+def arguments_key(args: tuple, kwargs: dict) -> tuple[tuple, list]:
+    """The key of a call's (unwrapped) arguments (rule 3), and their leaves."""
+    leaves, spec = tree_flatten((args, kwargs))
+    first: dict[int, int] = {}
+    aliasing = tuple(first.setdefault(id(x), i) for i, x in enumerate(leaves) if isinstance(x, Proxy))
+    return (spec, tuple(_leaf_key(x) for x in leaves), aliasing), leaves
+
+
+Step = tuple[str, Any]  # ("attr", name) or ("item", key)
+
+
+def access_path(record: ProvenanceRecord, root: ProvenanceRecord) -> tuple[Step, ...] | None:
+    """The steps from ``root`` to ``record`` where ``record`` is ``root`` followed by constant attribute loads and
+    subscripts; None where it does not come from ``root``. Raises ``NotReplayable`` where it comes from ``root``
+    some other way."""
+    steps, at = [], record
+    while at is not root:
+        if at.inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(at.inputs) == 2:
+            obj, key = at.inputs
+            if key.inst is not PseudoInst.CONSTANT:
+                if _depends_on(at, root):
+                    raise NotReplayable(f"a {at.inst.name} with a computed key on the module")
+                return None
+            steps.append(("attr" if at.inst is PseudoInst.LOAD_ATTR else "item", key.value))
+            at = obj
+        else:
+            if _depends_on(at, root):
+                raise NotReplayable(f"a value the module gives through {at.inst}")
+            return None
+    return tuple(reversed(steps))
+
+
+def _depends_on(record: ProvenanceRecord, root: ProvenanceRecord) -> bool:
+    seen, todo = set(), [record]
+    while todo:
+        at = todo.pop()
+        if at is root:
+            return True
+        if id(at) not in seen:
+            seen.add(id(at))
+            todo.extend(at.inputs)
+    return False
