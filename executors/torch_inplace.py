@@ -40,8 +40,8 @@ from thunder.core import dtypes, prims
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol, Symbol
-from thunder.executors.torchex import ex as torch_ex
 from thunder.core.trace import TraceCtx
+from thunder.executors.torchex import ex as torch_ex
 from thunder.extend import FusionExecutor, OperatorExecutor, register_executor
 
 from thunder_ext.inplace_errors import named_runtime_error

@@ -26,8 +26,8 @@ from thunder.dynamo.utils import get_torch_compile_kwargs
 from thunder.extend import Executor
 
 from thunder_ext.hooks import HOOKS
-from thunder_ext.thunder026.compiled import thunderfx_backend
 from thunder_ext.jit import with_extension
+from thunder_ext.thunder026.compiled import thunderfx_backend
 
 # how a Dynamo graph enters torch.vmap, before and after pre-dispatch tracing
 _ENTERS_VMAP = (torch._C._functorch._vmap_increment_nesting, torch._functorch.predispatch._vmap_increment_nesting)

@@ -42,9 +42,9 @@ from litgpt.model import GPT, KVCache, batched_index_copy_, build_mask_cache
 from thunder.core.module import ThunderModule
 from thunder.core.trace import is_tracing
 
-from thunder_ext.integrations.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.executors import inplace_ex
+from thunder_ext.integrations.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
 from thunder_ext.jit import jit
 from thunder_ext.thunder026.compiled import compiled_module, refresh_thunder_module
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
