@@ -1,49 +1,160 @@
-"""Compile time: the first call of ``thunder_ext.jit`` against stock ``thunder.jit`` on the decode case's model,
-each with thunder's default executors and with the torch.compile executor first.
+"""Compile time as a user meets it: litgpt's own ``generate`` from a cold start, each runner in a fresh process.
 
-A fresh jit of a fresh model each round; its first call traces, transforms and compiles. Two first calls:
-a prefill of the prompt (the cache written at several positions), and a decode step (one position, which
-the torch.compile executor's region keeps after a check of it: ``executors/torch_compile_inplace.py``). The jits alternate which goes first, after each has compiled a trivial function once, so
-that none pays for lazy imports.
+Models: SmolLM2-135M's litgpt config (``Config.from_name("SmolLM2-135M")``: 30 layers, random weights) and the
+demo model (4 layers); and SmolLM2's config cut to 4, 8, 16 and 30 layers, for how compile time grows with depth.
+Runners, as their users run them: eager (litgpt passes ``input_pos_maxp1``), stock ``thunder.jit``,
+``thunder_ext.jit`` with the growing cache (replaying repeated blocks, and, in the sweep and on the demo model, not),
+the same with thunder's torch.compile executor, and ``torch.compile(model, dynamic=True)``.
 
-The case runs in a fresh process of its own, as a user's first compile does: none of the modules and
-compiled code of the cases before it, nor Dynamo's patched ``nn.Module.__init__``, which made one
-quick run crash here ("dictionary changed size during iteration"; ``measure.gc_paused`` says why).
+A run: the model built and compiled-wrapped, then ``generate`` of a 16-token prompt and 512 new tokens at
+``max_seq_length`` 2048, each token timed as it comes (litgpt's ``generate_fn``), then a 300-token prompt (a new
+length bucket) and 8 new tokens. A token that takes far longer than the runner's steady token is a compilation
+event (the first: the prefill's; the second: the decode step's; later: a growth, a new bucket, a recompilation);
+the extension's runners also log what each compiled. The sweep's runs stop after 4 new tokens.
 """
 
 from __future__ import annotations
 
-import copy
+import logging
 import multiprocessing
 import statistics
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from thunder_ext.benchmarks.decode import PROMPT, prompt
-from thunder_ext.benchmarks.measure import THUNDER_EXT_TC, THUNDER_TC, compiled, gc_paused, seconds, status
-from thunder_ext.benchmarks.report import Table, Target, ratio, torch_compile_executor_parity
-from thunder_ext.tools.demo_model import small_model
+from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, status
+from thunder_ext.benchmarks.report import Table, Target, figure, ratio, save
 
-JITS = ("thunder.jit", "thunder_ext.jit", THUNDER_TC, THUNDER_EXT_TC)
+PROMPT, NEW, MAX_SEQ_LENGTH = 16, 512, 2048
+SECOND_PROMPT, SECOND_NEW = 300, 8
+SWEEP = (4, 8, 16, 30)
+EAGER, STOCK, DYNAMIC = "eager", "thunder.jit", "torch.compile(dynamic=True)"
+EXT, EXT_NO_REPLAY = "thunder_ext.jit, growing cache", "thunder_ext.jit, growing cache, replay off"
+EXT_TC = "thunder_ext.jit + torch.compile ex, growing cache"
+RUNNERS = (EAGER, STOCK, EXT, EXT_NO_REPLAY, EXT_TC, DYNAMIC)
+COMPILING = tuple(r for r in RUNNERS if r != EAGER)
 
-STEPS = ("prefill", "decode")
-Result = dict[str, dict[str, float]]  # step -> jit -> median seconds of the first call
+Config = tuple[str, int, str]  # (model, layers, "generate" or "sweep")
 
 
-def configs(quick: bool) -> list[int]:
-    return [512]
+def configs(quick: bool) -> list[Config]:
+    if quick:
+        return [("demo", 4, "generate"), ("SmolLM2-135M", 2, "sweep")]
+    return [("SmolLM2-135M", 30, "generate"), ("demo", 4, "generate"), *(("SmolLM2-135M", n, "sweep") for n in SWEEP)]
 
 
-def first_call(runner: str, base: torch.nn.Module, device: torch.device, step: str) -> float:
-    model = copy.deepcopy(base)
-    model.set_kv_cache(batch_size=1, device=device)
-    jitted = compiled(runner, model)
-    x = prompt(1, device)
-    tokens, positions = (x, torch.arange(PROMPT)) if step == "prefill" else (x[:, -1:], torch.tensor([PROMPT]))
-    with gc_paused():  # the torch.compile executor's jits patch nn.Module.__init__ in this process too
-        return seconds(lambda: jitted(tokens, positions.to(device)), device)
+def runners_of(config: Config) -> tuple[str, ...]:
+    """The full generate without replay on the demo model only: on 30 layers each of its compilations takes minutes,
+    and the sweep measures its first token. The sweep's 30 layers run that runner alone: the full run has the
+    others' first tokens."""
+    model, layers, what = config
+    if what == "sweep":
+        return (EXT_NO_REPLAY,) if layers == 30 else COMPILING
+    return RUNNERS if model == "demo" else tuple(r for r in RUNNERS if r != EXT_NO_REPLAY)
+
+
+@dataclass
+class Run:
+    setup_s: float  # building the model and what compiles it (no compilation yet)
+    token_s: list[float]  # wall time of each new token as generate yields it, the prompt's prefill in the first
+    second_s: list[float]  # the same for the second prompt's tokens
+    logged: list[str]  # what the extension logged it compiled
+    tokens: list[int]
+
+    @property
+    def steady_s(self) -> float:
+        """The median token, compilations aside."""
+        return statistics.median(self.token_s[len(self.token_s) // 2 :])
+
+    def events(self) -> list[tuple[str, float]]:
+        """``(what, seconds)`` of each token that stalled on a compilation: over 10 steady tokens and 0.5 s."""
+        steady, found = self.steady_s, []
+        for k, s in enumerate(self.token_s):
+            if s > max(10 * steady, 0.5):
+                what = "prefill" if k == 0 else "decode" if k == 1 else f"token {k}"
+                found.append((what, s - steady))
+        found += [(f"new length bucket, token {k}", s - steady) for k, s in enumerate(self.second_s)
+                  if s > max(10 * steady, 0.5)]  # fmt: skip
+        return found
+
+    @property
+    def wall_s(self) -> float:
+        """From a cold start to the last of the first prompt's new tokens."""
+        return self.setup_s + sum(self.token_s)
+
+
+@dataclass
+class Result:
+    runs: dict[str, Run] = field(default_factory=dict)
+
+
+def build(model: str, layers: int, runner: str) -> torch.nn.Module:
+    """The model as ``runner`` runs it, with its cache (nothing compiled before its first call)."""
+    import thunder
+    from litgpt import GPT, Config
+    from thunder.executors.torch_compile import torch_compile_ex
+
+    import thunder_ext
+    from thunder_ext.tools.demo_model import small_model
+
+    torch.manual_seed(0)
+    if model == "demo":
+        gpt = small_model(MAX_SEQ_LENGTH)
+    else:
+        gpt = GPT(Config.from_name(model, n_layer=layers)).eval()
+        gpt.max_seq_length = MAX_SEQ_LENGTH
+    if runner in (EXT_TC, DYNAMIC):
+        configure_inductor()
+    wrapped = {
+        EAGER: lambda: gpt,
+        STOCK: lambda: thunder.jit(gpt),
+        EXT: lambda: thunder_ext.jit(gpt),
+        EXT_NO_REPLAY: lambda: thunder_ext.jit(gpt, replay_blocks=False),
+        EXT_TC: lambda: thunder_ext.jit(gpt, executors=[torch_compile_ex, *thunder.get_default_executors()]),
+        DYNAMIC: lambda: torch.compile(gpt, dynamic=True),
+    }[runner]()
+    if runner in (EXT, EXT_NO_REPLAY, EXT_TC):
+        thunder_ext.set_kv_cache(wrapped, batch_size=1)
+    else:
+        gpt.set_kv_cache(batch_size=1)
+    return wrapped
+
+
+def timed_tokens(model: torch.nn.Module, prompt: torch.Tensor, new: int, tokens: list[int]) -> list[float]:
+    """litgpt's ``generate_fn``, greedy: the wall time of each new token as it comes; the tokens go to ``tokens``."""
+    from litgpt.generate.base import generate_fn
+
+    took, last = [], time.perf_counter()
+    stream = generate_fn(model, prompt, prompt.shape[0] + new, temperature=0.0, include_prompt=False, include_eos=True)
+    for token in stream:
+        now = time.perf_counter()
+        took.append(now - last)
+        tokens.append(int(token))
+        last = now
+    return took
+
+
+def _run(model: str, layers: int, runner: str, new: int, second: bool, threads: int) -> Run:
+    torch.set_num_threads(threads)
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("thunder_ext").addHandler(handler)
+    start = time.perf_counter()
+    compiled = build(model, layers, runner)
+    setup = time.perf_counter() - start
+    tokens: list[int] = []
+    vocab = 1024 if model == "demo" else 49152
+    g = torch.Generator().manual_seed(0)
+    with torch.inference_mode(), gc_paused():  # compilations throughout (measure.gc_paused says why)
+        first = timed_tokens(compiled, torch.randint(0, vocab, (PROMPT,), generator=g), new, tokens)
+        more = torch.randint(0, vocab, (SECOND_PROMPT,), generator=g)
+        later = timed_tokens(compiled, more, SECOND_NEW, tokens) if second else []
+    return Run(setup, first, later, [m for m in logged if m.startswith("thunder_ext: compiled") or "traced" in m], tokens)
 
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
@@ -56,43 +167,110 @@ def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
         pool.join()
 
 
-def measure(length: int, device: torch.device, quick: bool) -> Result:
-    status("compiling each jit in a fresh process (about a minute each)")
-    return in_fresh_process(_measure, length, device, quick, torch.get_num_threads())
+def measure(config: Config, device: torch.device, quick: bool) -> Result:
+    if device.type != "cpu":
+        raise ValueError("the compile case runs on the CPU")
+    model, layers, what = config
+    new = 4 if what == "sweep" else (32 if quick else NEW)
+    result = Result()
+    for runner in runners_of(config):
+        status(f"{runner}: {model} ({layers} layers), {PROMPT} + {new} tokens from a cold start, in a fresh process")
+        result.runs[runner] = in_fresh_process(_run, model, layers, runner, new, what == "generate",
+                                               torch.get_num_threads())  # fmt: skip
+    return result
 
 
-def _measure(length: int, device: torch.device, quick: bool, threads: int) -> Result:
-    torch.set_num_threads(threads)
-    for runner in JITS:
-        compiled(runner, torch.neg)(torch.ones(1, device=device))
-    base = small_model(length).to(device)
-    samples: dict[str, dict[str, list[float]]] = {step: {runner: [] for runner in JITS} for step in STEPS}
-    for round_ in range(1 if quick else 2):
-        for step in STEPS:
-            for runner in JITS if round_ % 2 == 0 else reversed(JITS):
-                samples[step][runner].append(first_call(runner, base, device, step))
-    return {step: {runner: statistics.median(s) for runner, s in by_runner.items()} for step, by_runner in samples.items()}
+def _first_token(run: Run) -> float:
+    return run.token_s[0]
 
 
-def report(results: dict[int, Result]) -> Table:
+def _growths(run: Run) -> list[float]:
+    """Seconds of each growth's stall (a compilation after the decode step's, during the first prompt)."""
+    return [s for what, s in run.events() if what.startswith("token ")]
+
+
+def report(results: dict[Config, Result]) -> Table:
     table = Table(
         name="compile_time",
-        title="Compile time: first calls of a fresh jit",
+        title="Compile time: litgpt's generate from a cold start",
         setup=(
-            f"The decode case's model, batch 1: seconds of the first call of a fresh jit, a prefill of {PROMPT} "
-            "tokens or a decode step of one, which traces, transforms and compiles. Median of rounds that "
-            "alternate which jit goes first."
+            f"litgpt's own `generate`, greedy, batch 1, `max_seq_length` {MAX_SEQ_LENGTH}, each runner in a fresh "
+            f"process: a {PROMPT}-token prompt and {NEW} new tokens (the sweep: 4), then a {SECOND_PROMPT}-token "
+            f"prompt (a new length bucket) and {SECOND_NEW}. First token: from the generate call to the first new "
+            "token (the prefill's compilation included). Events: tokens that stalled over 10 steady tokens, in "
+            "seconds beyond a steady token. Cold start: building and wrapping the model, then the first prompt's "
+            "whole generate. Per token: the median of the second half of the first prompt's tokens."
         ),
-        columns=["max_seq_length", "first call", *(f"{r} s" for r in JITS), "thunder_ext / thunder.jit",
-                 f"{THUNDER_EXT_TC} / {THUNDER_TC}"],  # fmt: skip
+        columns=["model", "layers", "runner", "first token s", "compilation events (s)", "cold start s",
+                 "per token ms", "tokens as eager's"],  # fmt: skip
     )
-    for length, by_step in results.items():
-        for step, r in by_step.items():
-            stock, ext = r["thunder.jit"], r["thunder_ext.jit"]
-            stock_tc, ext_tc = r[THUNDER_TC], r[THUNDER_EXT_TC]
-            row = [str(length), step, *(f"{r[j]:.2f}" for j in JITS), ratio(ext, stock), ratio(ext_tc, stock_tc)]
-            table.rows.append(row)
-            table.targets.append(Target(f"max_seq_length {length}, {step}: the extension adds at most 10% to the first call",
-                                        ratio(ext, stock), ext <= 1.10 * stock))  # fmt: skip
-            table.targets.append(torch_compile_executor_parity(f"max_seq_length {length}, first {step} call", r))
+    for (model, layers, what), result in results.items():
+        eager = result.runs.get(EAGER)
+        for runner, run in result.runs.items():
+            events = ", ".join(f"{w} {s:.1f}" for w, s in run.events()) or "-"
+            same = "-" if eager is None or runner == EAGER else "yes" if run.tokens == eager.tokens else "**no**"
+            full = what == "generate"
+            table.rows.append([model, str(layers) + ("" if full else " (sweep)"), runner, f"{_first_token(run):.1f}",
+                               events, f"{run.wall_s:.1f}" if full else "-", f"{run.steady_s * 1e3:.2f}" if full else "-",
+                               same])  # fmt: skip
+        for runner, run in result.runs.items():
+            table.notes += [f"{model} ({layers} layers), {runner}: {m}" for m in run.logged if "traced" in m][:2]
+    table.targets = _targets(results)
+    table.plot = lambda path, machine: _plot(path, machine, results)
     return table
+
+
+def _sweep(results: dict[Config, Result]) -> dict[str, dict[int, float]]:
+    """runner -> layers -> seconds to the first token, from the sweep (30 layers from the full run where the sweep
+    has none)."""
+    by_runner: dict[str, dict[int, float]] = {}
+    for (model, layers, what), result in results.items():
+        if model == "SmolLM2-135M":
+            for runner, run in result.runs.items():
+                if runner != EAGER and (what == "sweep" or layers not in by_runner.get(runner, {})):
+                    by_runner.setdefault(runner, {})[layers] = _first_token(run)
+    return by_runner
+
+
+def _targets(results: dict[Config, Result]) -> list[Target]:
+    targets = []
+    sweep = _sweep(results).get(EXT, {})
+    if 4 in sweep and 30 in sweep:
+        grows = sweep[30] / sweep[4]
+        targets.append(Target(f"SmolLM2-135M, {EXT}: first token at 30 layers at most 1.5x that at 4",
+                              f"{grows:.2f}x ({sweep[30]:.1f} s / {sweep[4]:.1f} s)", grows <= 1.5))  # fmt: skip
+    full = results.get(("SmolLM2-135M", 30, "generate"))
+    if full is not None and EXT in full.runs and DYNAMIC in full.runs:
+        ext, dyn = full.runs[EXT], full.runs[DYNAMIC]
+        targets.append(Target(f"SmolLM2-135M: first token under {EXT} at most 0.25x {DYNAMIC}'s",
+                              ratio(_first_token(ext), _first_token(dyn)), _first_token(ext) <= 0.25 * _first_token(dyn)))
+        worst = max(_growths(ext), default=0.0)
+        targets.append(Target(f"SmolLM2-135M, {EXT}: each growth of the cache stalls at most 10 s",
+                              f"{worst:.1f} s (the longest of {len(_growths(ext))})", worst <= 10))
+        eager = full.runs[EAGER]
+        targets.append(Target(f"SmolLM2-135M: cold start of {PROMPT} + {NEW} tokens under {EXT} at most 0.5x "
+                              f"{DYNAMIC}'s (eager: {eager.wall_s:.1f} s)", ratio(ext.wall_s, dyn.wall_s),
+                              ext.wall_s <= 0.5 * dyn.wall_s))  # fmt: skip
+        targets.append(Target(f"SmolLM2-135M: {EXT} per token within 2% of eager's",
+                              ratio(ext.steady_s, eager.steady_s), ext.steady_s <= 1.02 * eager.steady_s))
+    demo = results.get(("demo", 4, "generate"))
+    if demo is not None and EXT in demo.runs and EXT_NO_REPLAY in demo.runs:
+        on, off = demo.runs[EXT].steady_s, demo.runs[EXT_NO_REPLAY].steady_s
+        targets.append(Target(f"demo model: {EXT} per token within 2% of the same without replay",
+                              ratio(on, off), on <= 1.02 * off))
+    differ = [f"{m} {r}" for (m, _, w), res in results.items() if w == "generate" and EAGER in res.runs
+              for r, run in res.runs.items() if run.tokens != res.runs[EAGER].tokens]  # fmt: skip
+    targets.append(Target("every runner's tokens equal eager's", "all" if not differ else "not: " + ", ".join(differ),
+                          not differ))
+    return targets
+
+
+def _plot(path: Path, machine: str, results: dict[Config, Result]) -> None:
+    fig, (ax,) = figure("SmolLM2-135M's config: seconds to the first token against depth", machine)
+    for runner, by_layers in _sweep(results).items():
+        layers = sorted(by_layers)
+        ax.plot(layers, [by_layers[n] for n in layers], marker="o", label=runner)
+    ax.set(xlabel="n_layer", ylabel="seconds to the first token (compilation included)", yscale="log")
+    ax.set_xticks(list(SWEEP), [str(n) for n in SWEEP])
+    ax.legend(fontsize=7)
+    save(fig, path)

@@ -3,7 +3,16 @@
 import pytest
 import torch
 
-from thunder_ext.benchmarks import compile_scaling, decode, entry_points, generate, generate_session, hf_generate, kv_cache_write
+from thunder_ext.benchmarks import (
+    compile_scaling,
+    compile_time,
+    decode,
+    entry_points,
+    generate,
+    generate_session,
+    hf_generate,
+    kv_cache_write,
+)
 from thunder_ext.benchmarks.measure import RUNNERS, THUNDER_EXT_TC, THUNDER_TC, Allocations, allocations
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.benchmarks.suite import parse, record_targets, targets_page
@@ -172,3 +181,36 @@ def test_decode_targets_hold_the_growing_cache_to_eager_as_litgpt_runs_it():
     growing = [(t.text, t.met) for t in table.targets if generate.GROWING in t.text]
     assert growing == [(f"decode at 512, batch 1: {generate.GROWING} at most 1.0x eager", True),
                        (f"decode at 8192, batch 1: {generate.GROWING} at most 1.0x eager", False)]  # fmt: skip
+
+
+def _compile_run(first: float, later: list[float], steady: float = 0.05, tokens=(1, 2, 3)) -> compile_time.Run:
+    """A run whose first token took ``first`` s and whose later tokens ``later`` (then steady ones)."""
+    return compile_time.Run(1.0, [first, *later, *[steady] * 20], [steady], [], list(tokens))
+
+
+def _compile_results(ext_at_30: float, growth: float, ext_steady: float, tokens=(1, 2, 3)) -> dict:
+    full = compile_time.Result({
+        compile_time.EAGER: _compile_run(0.1, [0.05]),
+        compile_time.EXT: _compile_run(ext_at_30, [20.0, 0.05, growth], steady=ext_steady, tokens=tokens),
+        compile_time.DYNAMIC: _compile_run(200.0, [100.0]),
+    })  # fmt: skip
+    sweep = compile_time.Result({compile_time.EXT: _compile_run(20.0, [20.0])})
+    return {("SmolLM2-135M", 30, "generate"): full, ("SmolLM2-135M", 4, "sweep"): sweep}
+
+
+@pytest.mark.parametrize(
+    "ext_at_30, growth, ext_steady, tokens, met",
+    [(25.0, 5.0, 0.05, (1, 2, 3), [True, True, True, True, True, True]),
+     (60.0, 5.0, 0.05, (1, 2, 3), [False, False, True, True, True, True]),  # 3x the 4-layer first token
+     (25.0, 30.0, 0.05, (1, 2, 3), [True, True, False, True, True, True]),  # a growth that stalls 30 s
+     (25.0, 5.0, 0.06, (1, 2, 4), [True, True, True, True, False, False])],  # slower per token, other tokens
+)  # fmt: skip
+def test_compile_targets_follow_the_measurements(ext_at_30, growth, ext_steady, tokens, met):
+    table = compile_time.report(_compile_results(ext_at_30, growth, ext_steady, tokens))
+    assert [t.met for t in table.targets] == met, [t.text for t in table.targets]
+    assert [row[2] for row in table.rows] == [compile_time.EAGER, compile_time.EXT, compile_time.DYNAMIC, compile_time.EXT]
+
+
+def test_a_compilation_event_is_a_token_that_stalls():
+    run = _compile_run(30.0, [20.0, 0.05, 12.0])
+    assert [(what, round(s, 2)) for what, s in run.events()] == [("prefill", 29.95), ("decode", 19.95), ("token 3", 11.95)]

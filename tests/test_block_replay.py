@@ -296,3 +296,29 @@ def test_growth_and_new_length_buckets_replay_and_stay_strict(caplog):
     summaries = [r.getMessage() for r in caplog.records if "calls of repeated blocks (3 of Block)" in r.getMessage()]
     assert compiled >= 4 and len(summaries) == compiled, summaries
     assert all(": 1 interpreted" in s and "2 replayed" in s for s in summaries), summaries
+
+
+@pytest.mark.executor_sets("defaults")  # a data structure of thunder's interpreter: nothing compiled
+def test_the_prologue_checks_are_thunders_list_without_its_quadratic_scan():
+    from thunder.core import jit_ext
+    from thunder.core.proxies import TensorProxy
+
+    from thunder_ext.thunder026 import constraints
+
+    class Ctx:
+        def __init__(self):
+            self._constraints = []
+
+    with thunder.core.trace.tracectx(thunder.core.trace.TraceCtx()):
+        a, b = (TensorProxy(shape=(2,), device=thunder.core.devices.cpu, dtype=thunder.float32) for _ in range(2))
+    check, other = (lambda *args: None), (lambda *args: None)
+    sequence = [(check, a), (check, b), (check, a), (other, a), (check, a, 1), (check, a, True), (check, a, [1]),
+                (check, a, [1]), (check, a, [2]), (other, a), (check, b)]  # fmt: skip
+    ours, thunders = Ctx(), Ctx()
+    for c in sequence:
+        constraints.add_constraint(ours, c)
+        constraints._thunders(thunders, c)
+    assert ours._constraints == thunders._constraints
+    assert len(ours._constraints) == 6  # (check, a), (check, b), (other, a), (check, a, 1), (check, a, [1]), [2]
+    thunder_ext.adapt_thunder()
+    assert jit_ext.JitCtx.add_constraint is constraints.add_constraint

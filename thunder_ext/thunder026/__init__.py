@@ -10,6 +10,7 @@ says what it is for and what change upstream would retire it:
   first made (``WRITTEN_FOR`` is the one version it accepts);
 - ``scope``: which compilations get the scoped changes (``ExtensionTransform``, ``compiling_with_extension``);
 - ``block_replay`` (with ``replay_keys``): a repeated block traced once, its other calls replayed from the record;
+- ``constraints``: the interpreter's prologue checks kept without a quadratic scan;
 - ``alias_updates``: thunder's ``insert_alias_updates`` for arguments that share storage at other sizes;
 - ``tensor_asserts``: the interpreter's conditional jumps, wrapped to check an ``assert`` on a tensor;
 - ``foreach``: the ``torch._foreach_*`` ops optimizers run;

@@ -46,6 +46,11 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   it calls).
 - What the integrations register (``thunder_ext.hooks.HOOKS.adaptations``): ``thunder_ext.tensor_scatter_``,
   traced as one in-place symbol.
+
+**Two change what thunder's interpreter costs, not what it traces**: the lookaside that traces a repeated block
+once (``block_replay``), which acts in the extension's compilations that ask for it and interprets every call as
+thunder does elsewhere; and the interpreter's prologue checks, kept in the same list but found without comparing
+each new one with all before it (``constraints``).
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
 from thunder_ext.hooks import HOOKS
 from thunder_ext.inplace_errors import naming_errors
-from thunder_ext.thunder026 import alias_updates, block_replay
+from thunder_ext.thunder026 import alias_updates, block_replay, constraints
 from thunder_ext.thunder026.foreach import FOREACH
 from thunder_ext.thunder026.scope import compiling_with_extension
 from thunder_ext.thunder026.tensor_asserts import JUMPS, checking_tensor_asserts
@@ -101,6 +106,7 @@ def _adapt_once() -> None:
     _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
     block_replay.install()  # acts in the extension's compilations that ask for it only
+    constraints.install()  # the same prologue checks, found without a quadratic scan
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
 

@@ -330,14 +330,19 @@ def _record(state: _Compilation, wrapped_self: WrappedValue, args, kwargs, modul
 # ---- replay -----------------------------------------------------------------------------------------------------
 
 
-def _run_path(wrapped_self: WrappedValue, steps: tuple[Step, ...]) -> WrappedValue:
+def _run_path(reached: dict[tuple[Step, ...], WrappedValue], steps: tuple[Step, ...]) -> WrappedValue:
     """``steps`` run on another module through the interpreter, so that what it makes (the proxy, its provenance,
-    the prologue's unpacking and checks) is what the module's own code would have made."""
-    at = wrapped_self
-    for kind, key in steps:
+    the prologue's unpacking and checks) is what the module's own code would have made. ``reached`` holds what the
+    module's paths reached so far (``()``: the module), each prefix run once: a block's tensors share most of theirs
+    (``_modules``, ``attn``...)."""
+    known = max((k for k in range(len(steps) + 1) if steps[:k] in reached), default=0)
+    at = reached[steps[:known]]
+    for k in range(known, len(steps)):
+        kind, key = steps[k]
         at = _interpret_call(getattr if kind == "attr" else operator.getitem, at, wrap_const(key))
         if at is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
             raise NotReplayable(f"the access path {steps} fails on this module")
+        reached[steps[: k + 1]] = at
     return at
 
 
@@ -359,12 +364,13 @@ def _swapped(bsym: BoundSymbol, swap: dict) -> BoundSymbol:
 
 def _replay(record: _Record, wrapped_self: WrappedValue, leaves: list) -> WrappedValue:
     swap = {variableify(a): b for a, b in zip(record.argument_leaves, leaves) if isinstance(a, Proxy)}
+    reached = {(): wrapped_self}
     for v, steps in record.module_tensors:  # this module's own tensors, unpacked and checked by the prologue
-        if not isinstance(p := unwrap(_run_path(wrapped_self, steps)), Proxy):
+        if not isinstance(p := unwrap(_run_path(reached, steps)), Proxy):
             raise NotReplayable(f"the access path {steps} gives no tensor on this module")
         swap[v] = p
     for steps in record.checked_values:  # and the checks of its own values
-        _run_path(wrapped_self, steps)
+        _run_path(reached, steps)
     # fresh names for everything the call makes, subsymbols' values too (executors flatten them)
     swap.update((variableify(p), p.replace(name=None)) for p in record.made)
     get_tracectx().peek_scope().extend(_swapped(b, swap) for b in record.bsyms)
