@@ -5,9 +5,11 @@ ahead of them (a path proven on one executor is not proven on another).
 (``pytestmark``), of a path that only some sets have is marked ``@pytest.mark.executor_sets(*names)``.
 """
 
+import os
 import warnings
 
 import pytest
+import torch
 
 warnings.filterwarnings("ignore", message="transformer_engine module not found")
 
@@ -21,6 +23,8 @@ pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "executor_sets(*names): run the test under these executor sets only")
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # `-n 2` on two cores: a thread each, not two threads each
+        torch.set_num_threads(1)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
