@@ -30,13 +30,14 @@ there the passes the pipeline gives it (``prepare_fusion_with``; ``transforms/pi
 
 from __future__ import annotations
 
+import math
 import operator
 import sys
 from collections.abc import Callable, Sequence
 from types import FrameType
 
 import torch
-from thunder.core import dtypes, prims
+from thunder.core import devices, dtypes, prims
 from thunder.core.proxies import TensorProxy
 from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol, Symbol
@@ -155,6 +156,33 @@ checked_assert = inplace_ex.register_operator(
     meta=lambda condition, *args: TensorProxy(like=condition),
     fn=_checked_assert,
     tags=(prims.OpTags.DONT_DCE,),
+)
+
+
+ViewSteps = tuple[tuple[str, tuple, tuple], ...]  # (torch.Tensor method, its arguments after the tensor, kwargs)
+_POSITIONS: dict[str, torch.Tensor] = {}
+
+
+def _view_positions(shape: tuple[int, ...], steps: ViewSteps, device: torch.device) -> torch.Tensor:
+    """The position, in a tensor of ``shape`` flattened, of each element of the view ``steps`` take of it, flattened.
+
+    Computed once per shape, steps and device (a function of them alone) and copied out: a caller may write it."""
+    key = repr((shape, steps, device))
+    if key not in _POSITIONS:
+        positions = torch.arange(math.prod(shape), device=device).reshape(shape)
+        for method, args, kwargs in steps:
+            positions = (operator.getitem if method == "getitem" else getattr(torch.Tensor, method))(
+                positions, *args, **dict(kwargs)
+            )
+        _POSITIONS[key] = positions.flatten()
+    return _POSITIONS[key].clone()
+
+
+# An opaque op, not fused: its arithmetic is a function of constants, which a fusion would compile per view.
+view_positions = inplace_ex.register_operator(
+    "view_positions",
+    meta=lambda shape, steps, device, *, numel: TensorProxy(shape=(numel,), device=device, dtype=dtypes.int64),
+    fn=lambda shape, steps, device, *, numel: _view_positions(shape, steps, devices.to_torch_device(device)),
 )
 
 

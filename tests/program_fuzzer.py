@@ -33,6 +33,10 @@ from helpers import HoistReads, HoistWrites, SinkReads
 SCHEDULERS: list[type[Transform]] = [Transform, HoistWrites, HoistReads, SinkReads]
 
 SCALARS = [-2.0, -0.5, 0.5, 1.5, 3.0]
+# in-place ops whose new value depends on the old one otherwise than by adding to it
+NON_ADDITIVE_WRITES = ["mul_", "relu_", "clamp_", "masked_fill_", "fill_", "copy_of_itself"]
+WRITES = ["add_", "copy_", "index_copy_", "index_add_", "scatter_", "zero_", "setitem_int", "setitem_slice",
+          "setitem_index", *NON_ADDITIVE_WRITES]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -162,17 +166,19 @@ class Builder:
 
     # -- statements -------------------------------------------------------------------------------
 
-    def view(self) -> None:
-        t = self.pick(self.tensors)
+    def view(self, t: Var | None = None) -> Var:
+        t = t or self.pick(self.tensors)
         n = len(t.shape)
-        options = [("unsqueeze", 0)]
+        options = ["unsqueeze"]
         if t.shape[0] > 1:
-            options += [("slice0", 0), ("narrow", 0)]
+            options += ["slice0", "narrow"]
         if n > 1:
-            options += [("select", 0), ("transpose", 0), ("slice1", 0)]
+            options += ["select", "transpose", "slice1", "diagonal", "permute"]
+        if 1 in t.shape:
+            options.append("squeeze")
         if t.contiguous:
-            options.append(("view", 0))
-        kind, _ = self.draw(st.sampled_from(options))
+            options.append("view")
+        kind = self.draw(st.sampled_from(options))
         d0 = t.shape[0]
         if kind == "unsqueeze":
             dim = self.draw(st.integers(0, n))
@@ -192,11 +198,21 @@ class Builder:
         elif kind == "slice1":
             start = self.draw(st.integers(0, t.shape[1] - 1))
             expr, shape, contiguous = f"{t.name}[:, {start}:]", (d0, t.shape[1] - start, *t.shape[2:]), False
+        elif kind == "diagonal":
+            expr, shape, contiguous = f"{t.name}.diagonal()", (*t.shape[2:], min(t.shape[:2])), False
+        elif kind == "permute":
+            expr, shape, contiguous = f"{t.name}.permute({tuple(reversed(range(n)))})", t.shape[::-1], False
+        elif kind == "squeeze":
+            dim = t.shape.index(1)
+            expr, shape, contiguous = f"{t.name}.squeeze({dim})", t.shape[:dim] + t.shape[dim + 1 :], t.contiguous
         else:
             expr, shape, contiguous = f"{t.name}.view(-1)", (prod(t.shape),), True
+        if not shape:
+            return self.view(t)  # a 0-d view serves no write and no later view; another one
         name = self.fresh("v")
         self.body.append(f"{name} = {expr}")
         self.tensors.append(Var(name, shape, contiguous))
+        return self.tensors[-1]
 
     def read(self) -> None:
         t = self.pick(self.tensors)
@@ -214,15 +230,18 @@ class Builder:
             self.tensors.append(Var(name, t.shape, t.contiguous))
         self.reads.append(name)
 
-    def write(self) -> None:
-        t = self.pick(self.tensors)
+    def write(self, t: Var | None = None, kinds: list[str] = WRITES) -> None:
+        t = t or self.pick(self.tensors)
         s, n = t.shape, len(t.shape)
-        kind = self.draw(st.sampled_from(
-            ["add_", "mul_", "copy_", "index_copy_", "index_add_", "scatter_", "masked_fill_", "fill_", "zero_",
-             "setitem_int", "setitem_slice", "setitem_index"]
-        ))  # fmt: skip
+        kind = self.draw(st.sampled_from(kinds))
         if kind in ("add_", "mul_"):
             self.body.append(f"{t.name}.{kind}({self.operand(s)})")
+        elif kind == "relu_":
+            self.body.append(f"{t.name}.relu_()")
+        elif kind == "clamp_":
+            self.body.append(f"{t.name}.clamp_({self.draw(st.sampled_from(SCALARS[:2]))}, {SCALARS[-1]})")
+        elif kind == "copy_of_itself":
+            self.body.append(f"{t.name}.copy_({t.name} * {self.draw(st.sampled_from(SCALARS))})")
         elif kind == "copy_":
             self.body.append(f"{t.name}.copy_({self.source_for(s, dtypes=True)})")
         elif kind in ("index_copy_", "index_add_"):
@@ -257,6 +276,19 @@ class Builder:
             index, k = self.index_arg(s[0], distinct=True)
             self.body.append(f"{t.name}[{index}] = {self.operand((k, *s[1:]))}")
 
+    def write_through_views(self) -> None:
+        """A write through a chain of views of a temporary, by an op whose new value depends on the old one, and
+        the temporary returned: the class whose gradient thunder's renames get wrong (docs/design.md)."""
+        t = self.pick(self.tensors)
+        name = self.fresh("r")
+        self.body.append(f"{name} = {t.name} * {self.draw(st.sampled_from(SCALARS))}")
+        self.tensors.append(Var(name, t.shape, t.contiguous))
+        self.reads.append(name)
+        view = self.tensors[-1]
+        for _ in range(self.draw(st.integers(1, 3))):
+            view = self.view(view)
+        self.write(view, NON_ADDITIVE_WRITES)
+
     def source(self) -> str:
         params = ", ".join(name for name, _ in self.args)
         body = "\n".join(self.body)
@@ -285,7 +317,7 @@ def programs(draw: st.DrawFn, max_statements: int = 8) -> Program:
     if draw(st.integers(0, 2)) == 0:
         builder.aliasing_arg()
     for _ in range(draw(st.integers(1, max_statements))):
-        draw(st.sampled_from([builder.view, builder.read, builder.write, builder.write]))()
+        draw(st.sampled_from([builder.view, builder.read, builder.write, builder.write, builder.write_through_views]))()
     return Program(builder.source())
 
 
@@ -351,7 +383,9 @@ def _with_grad(args: list, setting: GradSetting) -> list:
     some of them (``tests/fuzz_regressions/requires_grad/found_6a143205ad2d.py``)."""
     if aliased(args):
         return args
-    return [a.requires_grad_() if i in setting.requires_grad and a.is_floating_point() else a for i, a in enumerate(args)]
+    return [
+        a.requires_grad_() if i in setting.requires_grad and a.is_floating_point() else a for i, a in enumerate(args)
+    ]
 
 
 # thunder 0.2.6 has no gradient rule for ``prims.index_add`` (stock thunder.jit raises this text on
@@ -417,8 +451,13 @@ def check_against_eager(
             actual = thunder_ext.jit(fn, transforms=transforms)(*jit_args)
         _differentiate(actual, differentiable)
     except Exception as error:
-        if grad.requires_grad and grad.mode == "grad" and (
-            re.search(NO_GRADIENT_RULE, str(error)) or _stock_thunder_fails_alike(error, fn, args, grad, differentiable)
+        if (
+            grad.requires_grad
+            and grad.mode == "grad"
+            and (
+                re.search(NO_GRADIENT_RULE, str(error))
+                or _stock_thunder_fails_alike(error, fn, args, grad, differentiable)
+            )
         ):
             return  # what thunder 0.2.6 cannot differentiate, as stock thunder.jit cannot
         if not aliased(args):

@@ -49,6 +49,7 @@ from thunder_ext.transforms import (  # noqa: E402
     InplaceOrderingError,
     InplaceTransform,
     UnprovenInplaceError,
+    ViewWriteGradientError,
 )
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "InplaceTransform",
     "ThunderCompiler",
     "UnprovenInplaceError",
+    "ViewWriteGradientError",
     "copy_to_out_",
     "inplace_decisions",
     "inplace_ex",

@@ -1,5 +1,5 @@
-"""Passes over thunder traces: write functionalization, the aliasing checker, buffer reuse, the
-aliased-arguments guard, and the Transform wiring them."""
+"""Passes over thunder traces: write functionalization (differentiated writes through views scattered into their
+base first), the aliasing checker, buffer reuse, the aliased-arguments guard, and the Transform wiring them."""
 
 from thunder_ext.transforms.aliased_arguments import AliasedArgumentsError, refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
@@ -11,6 +11,7 @@ from thunder_ext.transforms.prove_inplace import (
 )
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 from thunder_ext.transforms.transform import InplaceTransform
+from thunder_ext.transforms.view_writes import ViewWriteGradientError, scatter_writes_through_views
 
 __all__ = [
     "AliasedArgumentsError",
@@ -18,8 +19,10 @@ __all__ = [
     "InplaceOrderingError",
     "InplaceTransform",
     "UnprovenInplaceError",
+    "ViewWriteGradientError",
     "functionalize_writes",
     "prove_inplace_writes",
     "refuse_unrepresentable_aliased_arguments",
     "reuse_dead_buffers",
+    "scatter_writes_through_views",
 ]

@@ -4,7 +4,11 @@ A write traced under ``torch.no_grad()`` or ``torch.inference_mode()`` is consta
 carries ``ProxyTag.DETACHED_AUTOGRAD_GRAPH``). Any other write into storage that an argument requiring grad
 shares is differentiated by thunder, which the extension leaves to thunder: functionalization keeps it as
 thunder's op (``functionalize`` rule 5), the prologue refuses it into a leaf (``leaf_writes``), and the checker
-reports thunder's copy as thunder's (``prove_inplace``).
+reports thunder's copy as thunder's (``prove_inplace``). A write into an intermediate's storage that a view
+makes observable (a write through a view, a view made before the write) is decided by
+``view_writes.scattered_storages``: scattered into its base before autodiff, or refused; the two sets are
+disjoint (an argument's storage, an intermediate's), and every other differentiated write is a ``copy_to_out_``
+with its gradient rule.
 """
 
 from __future__ import annotations

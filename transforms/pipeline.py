@@ -33,6 +33,7 @@ from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 from thunder_ext.transforms.saved_for_backward import clone_saved_values_before_writes, saved_values_outlive_writes
 from thunder_ext.transforms.uncomputed_writes import keep_uncomputed_writes_out_of_regions
 from thunder_ext.transforms.user_lines import lines_inside_writes, name_user_lines
+from thunder_ext.transforms.view_writes import scatter_writes_through_views
 
 
 class Hook(enum.Enum):
@@ -69,6 +70,7 @@ PIPELINE: tuple[Stage, ...] = (
     Stage(Hook.COMPUTATION, name_user_lines),
     Stage(Hook.PROLOGUE, refuse_unrepresentable_aliased_arguments),
     Stage(Hook.PROLOGUE, refuse_differentiated_writes_into_leaves),
+    Stage(Hook.COMPUTATION, scatter_writes_through_views),
     Stage(Hook.COMPUTATION, functionalize_writes),
     Stage(Hook.FUSION, zeros_with_their_prims),
     Stage(Hook.FUSION, lines_inside_writes),

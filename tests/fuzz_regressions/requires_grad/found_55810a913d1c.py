@@ -1,4 +1,4 @@
-# known failure: thunder 0.2.6 differentiates a write into a view of an intermediate wrongly (fill_ of r1.unsqueeze(0), r1 = a0.clone(): the gradient of a0 is 1 where eager's is 0; stock thunder.jit the same; docs/design.md, Limits)
+# found: thunder 0.2.6 differentiated a write into a view of an intermediate wrongly (fill_ of r1.unsqueeze(0), r1 = a0.clone(): the gradient of a0 is 1 where eager's is 0; stock thunder.jit the same; docs/design.md, Limits); fixed by transforms/view_writes.py (a scatter into the base before autodiff)
 # AssertionError: gradient of argument 0 differs from eager: Tensor-likes are not close!
 # 
 # Mismatched elements: 1 / 1 (100.0%)

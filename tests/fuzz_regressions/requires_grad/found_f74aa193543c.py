@@ -1,4 +1,4 @@
-# known failure under torch_compile: thunder 0.2.6 differentiates a write into a view of an intermediate wrongly (the base's cotangent never reaches the written value: its gradient is zeros, stock thunder's none); under this executor the zeros-made gradient lands in a forward region, which the split does not save for the backward (docs/design.md, Limits)
+# found: thunder 0.2.6 differentiated a write into a view of an intermediate wrongly (the base's cotangent never reaches the written value: its gradient is zeros, stock thunder's none); under this executor the zeros-made gradient lands in a forward region, which the split does not save for the backward (docs/design.md, Limits); fixed by transforms/view_writes.py (a scatter into the base before autodiff)
 # UnboundLocalError: cannot access local variable 't50' where it is not associated with a value
 # grad setting: grad [2]
 import torch

@@ -1,0 +1,301 @@
+"""Differentiated writes through views, scattered into their base before autodiff.
+
+Rule: in a trace that thunder differentiates (an argument requires grad), the storage of an intermediate that
+a differentiated write reaches through a view (``x = a * 2; x[0:1].mul_(y)``), or that has a view made before
+such a write (``v = x[0:2]; x.mul_(y); return v``), holds one functional value of its base: a write into the
+base is that value, a write into a view ``v = c(x)`` (``c`` a chain of view ops) scatters its new value into it,
+``x' = index_copy(x.flatten(), 0, c(arange).flatten(), new.flatten())``, and every read of the base or of any
+view of it reads that view of the latest value, made anew where it is read (``narrow`` as the slice it is). The
+storage's writes, views and renames are gone; what thunder's autodiff sees is functional, and the gradient is
+the chain rule through ``index_copy`` (the cotangent of the base sent to the written view's new value, zeros
+where the old one was overwritten), which thunder's ``update_aliases`` otherwise passes straight through,
+silently wrong.
+
+``c(arange)``, the chain applied to the base's element numbers, holds the base element each element of the
+view is, whatever the view ops (slices, ``select``, ``diagonal``, ``transpose``, ``view``...): view ops are
+functions of a tensor's logical order. It is a constant of the shapes and the chain, computed once by
+``view_positions``, an op no fusion takes (Inductor spent minutes simplifying the index arithmetic of a traced
+one).
+
+Refused before anything runs, naming the op, the chain and the line (``ViewWriteGradientError``):
+- where the index would not be exact: ``as_strided`` in the chain (its strides are the storage's, not the
+  logical order's), a view that changes the dtype;
+- where eager's graph ignores a write that the scattered base would not: a chain through ``detach``, a write
+  into the storage traced without grad;
+- where eager refuses the write itself: through an ``expand`` that makes elements share memory, into one of
+  several views an op returns (``split``, ``chunk``, ``unbind``).
+
+Left as they are: a chain through a tensor-indexed ``getitem`` (a copy in eager, no view), a storage of an
+integer dtype (no gradient), the storage of an argument (``functionalize`` rule 5).
+
+Only such storages change, so a trace without such a write is returned as it came.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import thunder.torch as ltorch
+from thunder.core import dtypes
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import Proxy, TensorProxy, variableify
+from thunder.core.pytree import tree_flatten
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+
+from thunder_ext.executors.torch_inplace import ViewSteps, view_positions
+from thunder_ext.transforms.aliasing import (
+    Aliases,
+    is_update_aliases,
+    is_view_op,
+    located_at,
+    source_line,
+    tensor_args,
+    tensor_outs,
+    thunder_inplace_write,
+    thunder_op_id,
+)
+from thunder_ext.transforms.gradients import arguments_requiring_grad, traced_without_grad
+from thunder_ext.transforms.traced import traced_ops
+
+
+class ViewWriteGradientError(RuntimeError):
+    """A differentiated write through a view whose gradient the extension cannot compute exactly."""
+
+
+ViewStep = tuple[BoundSymbol, int]  # a view op and which of its results (``split`` has several)
+_UNEXACT_VIEWS = {ltorch.as_strided.id: "its strides address the storage, not the tensor's elements"}
+_NO_GRADIENT_VIEWS = {ltorch.detach.id}
+_IDENTITY_VIEWS = {ltorch.to.id}  # a view only where it changes nothing (``aliasing.is_view_op``)
+_OVERLAPPING_VIEWS = {ltorch.expand.id, ltorch.expand_as.id}
+
+
+def _makes_a_view(bsym: BoundSymbol) -> bool:
+    """A view op (not a rename, not a write) of a tensor."""
+    view = is_view_op(bsym) and not is_update_aliases(bsym) and thunder_inplace_write(bsym) is None
+    return view and bool(tensor_args(bsym))
+
+
+def _view_chains(trace: TraceCtx, aliases: Aliases) -> dict[str, tuple[ViewStep, ...]]:
+    """Each view's chain of view ops from the tensor that owns its storage, by ``Aliases.tensor_key``."""
+    chains: dict[str, tuple[ViewStep, ...]] = {}
+    for bsym in filter(_makes_a_view, trace.bound_symbols):
+        args = tensor_args(bsym)
+        chain = chains.get(aliases.tensor_key(args[0]), ())
+        for k, out in enumerate(tensor_outs(bsym)):
+            chains[aliases.tensor_key(out)] = (*chain, (bsym, k))
+    return chains
+
+
+def _describe(chain: tuple[ViewStep, ...]) -> str:
+    if not chain:
+        return "into the base"
+    return "through the view chain `" + ".".join(f"{bsym.sym.name}()" for bsym, _ in chain) + "`"
+
+
+def _indexes_a_copy(bsym: BoundSymbol) -> bool:
+    """A ``getitem`` with a tensor among its indices: advanced indexing, which copies in eager."""
+    return thunder_op_id(bsym) == ltorch.getitem.id and len(tensor_args(bsym)) > 1
+
+
+_NO_GRAD_WRITE = (
+    "it runs under no_grad into storage that a differentiated write reaches through a view, and eager's graph "
+    "ignores it (the scattered base would not)"
+)
+
+
+def _refusal(chain: tuple[ViewStep, ...]) -> str | None:
+    """Why the gradient of a write through ``chain`` cannot be computed exactly; None if it can."""
+    for bsym, k in chain:
+        op = thunder_op_id(bsym)
+        (arg, *_), out = tensor_args(bsym), tensor_outs(bsym)[k]
+        if op in _UNEXACT_VIEWS:
+            return f"`{bsym.sym.name}`: {_UNEXACT_VIEWS[op]}"
+        if op in _NO_GRADIENT_VIEWS:
+            return f"`{bsym.sym.name}`: eager's graph ignores a write through it"
+        if out.dtype != arg.dtype:
+            return f"`{bsym.sym.name}` views {dtypes.to_str(arg.dtype)} as {dtypes.to_str(out.dtype)}"
+        if op in _OVERLAPPING_VIEWS and out.numel > arg.numel:
+            return f"`{bsym.sym.name}` makes elements share memory, which eager refuses to write"
+        if len(tensor_outs(bsym)) > 1:
+            return f"`{bsym.sym.name}` returns several views, and eager refuses a write into one of them"
+    return None
+
+
+def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
+    """The storages (``Aliases.storage_key``) of intermediates that a differentiated write reaches through a view, or
+    that have a view made before such a write, in ``trace``, which thunder differentiates.
+
+    Raises ``ViewWriteGradientError`` for such a write whose chain the rule refuses."""
+    flat_args, _ = tree_flatten((trace.args, trace.kwargs))
+    arguments = {aliases.storage_key(a) for a in flat_args if isinstance(a, TensorProxy)}
+    written: dict[str, list[tuple[BoundSymbol, TensorProxy, tuple[ViewStep, ...]]]] = {}
+    first_view: dict[str, int] = {}  # where each storage's first view is made
+    last_write: dict[str, int] = {}  # where its last differentiated write is
+    for index, bsym in enumerate(trace.bound_symbols):
+        if (write := thunder_inplace_write(bsym)) is not None:
+            target = write[1]
+            chain = chains.get(aliases.tensor_key(target), ())
+            written.setdefault(aliases.storage_key(target), []).append((bsym, target, chain))
+            if not traced_without_grad(bsym):
+                last_write[aliases.storage_key(target)] = index
+        elif _makes_a_view(bsym):
+            first_view.setdefault(aliases.storage_key(tensor_args(bsym)[0]), index)
+    scattered = set()
+    for storage, writes in written.items():
+        through_views = [(w, c) for w, _, c in writes if c and not traced_without_grad(w)]
+        # a view made before a write of the base reads the new value through thunder's renames too
+        viewed_before = first_view.get(storage, len(trace.bound_symbols)) < last_write.get(storage, -1)
+        if storage in arguments or not (through_views or viewed_before):
+            continue
+        if not dtypes.is_inexact_dtype(writes[0][1].dtype) or any(_indexes_a_copy(b) for *_, c in writes for b, _ in c):
+            continue  # no gradient to get wrong; no view to write through
+        refused = [(w, c, _refusal(c)) for w, c in through_views]
+        refused += [(w, c, _NO_GRAD_WRITE) for w, _, c in writes if traced_without_grad(w)]
+        for w, chain, why in refused:
+            if why is not None:
+                where = f" at {line}" if (line := source_line(w)) else ""
+                raise ViewWriteGradientError(
+                    f"thunder_ext: `{w.sym.name}` writes {_describe(chain)}{where} "
+                    f"in a function that is differentiated, and its gradient cannot be computed exactly: {why}. "
+                    "Write into a clone, or compute the new value out of place."
+                )
+        scattered.add(storage)
+    return scattered
+
+
+def _apply(chain: tuple[ViewStep, ...], t: TensorProxy) -> TensorProxy:
+    """``chain``'s view ops, traced anew on ``t`` (each op's first argument); ``narrow`` as the slice it is, whose
+    gradient thunder's torch.compile executor compiles (``narrow``'s it cannot, stock thunder neither)."""
+    for bsym, k in chain:
+        if thunder_op_id(bsym) == ltorch.narrow.id:
+            dim, start, length = bsym.args[1:4]
+            dim, start = dim % t.ndim, start % t.shape[dim % t.ndim]
+            t = ltorch.getitem(t, (slice(None),) * dim + (slice(start, start + length),))
+            continue
+        result = bsym.sym(t, *bsym.args[1:], **bsym.kwargs)
+        t = result[k] if isinstance(result, (tuple, list)) else result
+    return t
+
+
+def _steps(chain: tuple[ViewStep, ...]) -> ViewSteps:
+    """``chain`` as ``view_positions`` takes it: each op's ``torch.Tensor`` method and its arguments after the
+    tensor (``x.view_as(y)`` as ``x.view(y.shape)``), but those that view a tensor as itself."""
+    steps = []
+    for bsym, _ in chain:
+        if thunder_op_id(bsym) in _IDENTITY_VIEWS:
+            continue
+        name, args = bsym.sym.name, bsym.args[1:]
+        if name.endswith("_as"):  # the other tensor gives a shape only
+            name, args = name.removesuffix("_as"), (args[0].shape,)
+        steps.append((name, tuple(args), tuple(bsym.kwargs.items())))
+    return tuple(steps)
+
+
+def _scatter(base: TensorProxy, chain: tuple[ViewStep, ...], value: TensorProxy) -> TensorProxy:
+    """``base`` with ``chain(base)`` replaced by ``value``, as one ``index_copy`` of its flattened elements."""
+    numel = math.prod(base.shape)
+    positions = view_positions(tuple(base.shape), _steps(chain), base.device, numel=math.prod(value.shape))
+    flat = ltorch.index_copy(ltorch.reshape(base, (numel,)), 0, positions, ltorch.reshape(value, (-1,)))
+    return ltorch.reshape(flat, base.shape)
+
+
+@dataclass
+class _Scatterer:
+    trace: TraceCtx  # the trace being built
+    aliases: Aliases
+    chains: dict[str, tuple[ViewStep, ...]]
+    scattered: set[str]  # the storages the rule rewrites
+    base: dict[str, TensorProxy] = field(default_factory=dict)  # each rewritten storage's latest base value
+    views: dict[str, dict[str, TensorProxy]] = field(default_factory=dict)  # its tensors' views of that value
+    out: list[BoundSymbol] = field(default_factory=list)
+
+    def written(self, t: Proxy) -> bool:
+        """Whether ``t`` lives in a rewritten storage: it reads a view of the base's latest value."""
+        return isinstance(t, TensorProxy) and self.aliases.storage_key(t) in self.base
+
+    def value(self, t: TensorProxy) -> TensorProxy:
+        """``t``'s value now: its chain applied to its storage's latest base value."""
+        key, storage = self.aliases.tensor_key(t), self.aliases.storage_key(t)
+        views = self.views[storage]
+        if key not in views:
+            views[key] = self.traced(lambda: _apply(self.chains.get(key, ()), self.base[storage]))
+        return views[key]
+
+    def traced(self, op: Callable[[], Any]) -> Any:
+        result, bsyms = traced_ops(self.trace, op)
+        self.out += bsyms
+        return result
+
+    def swapped(self, bsym: BoundSymbol) -> BoundSymbol:
+        """``bsym`` reading each tensor of a written storage at its value now."""
+        swap = {variableify(t): self.value(t) for t in tensor_args(bsym) if self.written(t)}
+        return bsym.from_bsym_swap_proxies(swap, skip_output=True) if swap else bsym
+
+    def write(self, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
+        """The new value of ``target`` (``bsym``'s functional part), made its storage's base value."""
+        for functional_part in bsym.subsymbols[:-1]:
+            self.out.append(located_at(self.swapped(functional_part), bsym))
+        if self.written(computed):
+            computed = self.value(computed)
+        storage, old, chain = (
+            self.aliases.storage_key(target),
+            self.value(target),
+            self.chains.get(self.aliases.tensor_key(target), ()),
+        )
+
+        def scatter() -> TensorProxy:
+            new = computed
+            if (new.shape, new.dtype) != (old.shape, old.dtype):  # copy_ broadcasts and converts its source
+                new = ltorch.to(ltorch.expand(new, old.shape), dtype=old.dtype)
+            return _scatter(self.base[storage], chain, new) if chain else new
+
+        start = len(self.out)
+        self.base[storage] = self.traced(scatter)
+        self.out[start:] = [located_at(b, bsym) for b in self.out[start:]]
+        self.views[storage] = {}
+
+    def rename(self, bsym: BoundSymbol) -> None:
+        """thunder's ``update_aliases`` without the tensors of written storages, which read the base's value."""
+        kept = [(a, o) for a, o in zip(tensor_args(bsym), tensor_outs(bsym)) if not self.written(a)]
+        if len(kept) == len(tensor_outs(bsym)):
+            self.out.append(bsym)
+        elif bsym.sym.id != PrimIDs.UPDATE_ALIASES:  # the extension's renames name arguments and indices only
+            self.out.append(self.swapped(bsym))
+        elif kept:
+            args, outs = zip(*kept)
+            self.out.append(bsym.from_bsym(args=(tuple(args),), output=tuple(outs)))
+
+    def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+        for bsym in bsyms:
+            write = thunder_inplace_write(bsym)
+            if write is not None and self.aliases.storage_key(write[1]) in self.scattered:
+                self.write(bsym, *write)
+            elif is_update_aliases(bsym):
+                self.rename(bsym)
+            elif _makes_a_view(bsym) and self.written(tensor_args(bsym)[0]):
+                continue  # made where it is read, from the base's latest value
+            else:
+                self.out.append(self.swapped(bsym))
+                for t in tensor_outs(bsym):  # a storage starts as the tensor an op makes, which views are taken of
+                    if (storage := self.aliases.storage_key(t)) in self.scattered and storage not in self.base:
+                        self.base[storage], self.views[storage] = t, {}
+        return self.out
+
+
+def scatter_writes_through_views(trace: TraceCtx) -> TraceCtx:
+    """Rewrite each differentiated write through a view of an intermediate into a scatter into its base."""
+    if not arguments_requiring_grad(trace) or not any(map(thunder_inplace_write, trace.bound_symbols)):
+        return trace
+    aliases = Aliases(trace.bound_symbols)
+    chains = _view_chains(trace, aliases)
+    scattered = scattered_storages(trace, aliases, chains)
+    if not scattered:
+        return trace
+    new_trace = from_trace(trace)
+    new_trace.bound_symbols = _Scatterer(new_trace, aliases, chains, scattered).run(trace.bound_symbols)
+    new_trace.set_provenance(TraceProvenance("thunder_ext: scatter differentiated writes through views into bases"))
+    return new_trace
