@@ -67,7 +67,7 @@ class ViewWriteGradientError(RuntimeError):
 
 
 ViewStep = tuple[BoundSymbol, int]  # a view op and which of its results (``split`` has several)
-_UNEXACT_VIEWS = {ltorch.as_strided.id: "its strides address the storage, not the tensor's elements"}
+_INEXACT_VIEWS = {ltorch.as_strided.id: "its strides address the storage, not the tensor's elements"}
 _NO_GRADIENT_VIEWS = {ltorch.detach.id}
 _IDENTITY_VIEWS = {ltorch.to.id}  # a view only where it changes nothing (``aliasing.is_view_op``)
 _OVERLAPPING_VIEWS = {ltorch.expand.id, ltorch.expand_as.id}
@@ -112,13 +112,13 @@ def _refusal(chain: tuple[ViewStep, ...]) -> str | None:
     for bsym, k in chain:
         op = thunder_op_id(bsym)
         (arg, *_), out = tensor_args(bsym), tensor_outs(bsym)[k]
-        if op in _UNEXACT_VIEWS:
-            return f"`{bsym.sym.name}`: {_UNEXACT_VIEWS[op]}"
+        if op in _INEXACT_VIEWS:
+            return f"`{bsym.sym.name}`: {_INEXACT_VIEWS[op]}"
         if op in _NO_GRADIENT_VIEWS:
             return f"`{bsym.sym.name}`: eager's graph ignores a write through it"
         if out.dtype != arg.dtype:
             return f"`{bsym.sym.name}` views {dtypes.to_str(arg.dtype)} as {dtypes.to_str(out.dtype)}"
-        if op in _OVERLAPPING_VIEWS and out.numel > arg.numel:
+        if op in _OVERLAPPING_VIEWS and math.prod(out.shape) > math.prod(arg.shape):
             return f"`{bsym.sym.name}` makes elements share memory, which eager refuses to write"
         if len(tensor_outs(bsym)) > 1:
             return f"`{bsym.sym.name}` returns several views, and eager refuses a write into one of them"
