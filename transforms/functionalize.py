@@ -78,6 +78,7 @@ from thunder_ext.transforms.aliasing import (
     thunder_inplace_write,
 )
 from thunder_ext.transforms.gradients import cuts_the_gradient, grad_storages, left_to_thunder, traced_without_grad
+from thunder_ext.transforms.traced import traced_ops
 
 
 @dataclass
@@ -283,10 +284,8 @@ class _Functionalizer:
 
     def traced(self, op: Callable[[], Any]) -> Any:
         """Trace ``op()`` into the trace being built, each op it records emitted as the pass emits any."""
-        self.trace.push_scope([])
-        with tracectx(self.trace):
-            result = op()
-        for bsym in self.trace.pop_scope():
+        result, bsyms = traced_ops(self.trace, op)
+        for bsym in bsyms:
             self.emit(bsym)
         return result
 

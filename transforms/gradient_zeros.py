@@ -23,7 +23,9 @@ from __future__ import annotations
 import thunder.torch as ltorch
 from thunder.core.proxies import variableify
 from thunder.core.symbol import BoundSymbol
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+
+from thunder_ext.transforms.traced import traced_ops
 
 
 def _is_bare_zeros(bsym: BoundSymbol) -> bool:
@@ -42,8 +44,5 @@ def zeros_with_their_prims(trace: TraceCtx) -> TraceCtx:
 
 def _with_its_prims(trace: TraceCtx, bsym: BoundSymbol) -> BoundSymbol:
     out = bsym.output
-    trace.push_scope([])
-    with tracectx(trace):
-        traced = ltorch.zeros(*out.shape, device=out.device, dtype=out.dtype)
-    (zeros,) = trace.pop_scope()
+    traced, (zeros,) = traced_ops(trace, lambda: ltorch.zeros(*out.shape, device=out.device, dtype=out.dtype))
     return bsym.from_bsym(subsymbols=zeros.from_bsym_swap_proxies({variableify(traced): out}).subsymbols)

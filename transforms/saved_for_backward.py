@@ -47,6 +47,7 @@ from thunder.executors import torchex
 
 from thunder_ext.thunder026.backward_split import backward_ops
 from thunder_ext.transforms.aliasing import Aliases, is_copy_to_out, tensor_args, tensor_outs, written_tensors
+from thunder_ext.transforms.traced import traced_ops
 
 
 def saved_values_outlive_writes(trace: TraceCtx) -> TraceCtx:
@@ -134,10 +135,7 @@ def _is_joint(trace: TraceCtx) -> bool:
 
 def _clone(trace: TraceCtx, t: TensorProxy) -> BoundSymbol:
     """``ltorch.clone(t)``, traced into a bound symbol of ``trace`` with its decomposition."""
-    trace.push_scope([])
-    with tracectx(trace):
-        ltorch.clone(t)
-    (clone,) = trace.pop_scope()
+    _, (clone,) = traced_ops(trace, lambda: ltorch.clone(t))
     return clone
 
 
