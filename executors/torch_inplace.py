@@ -13,6 +13,9 @@ Two kinds of operator:
   (``thunder_ext.transforms.reuse_buffers``) found dead or about to be overwritten.
 - ``checked_index(index, ...)``: an index checked before the torch.compile region that writes or reads at
   it (``executors/torch_compile_inplace.py``, rule 4), raising what the op's form here would.
+- ``view_positions(shape, steps, device)``: where each element of a view lies in its base, flattened, which the
+  scatter of a differentiated write through a view writes at (``transforms/view_writes.py``); run here, never
+  fused, and computed once per shape, view and device.
 - ``checked_assert(condition, ...)``: a user's ``assert`` on a tensor, checked when the computation runs
   (``thunder_ext.thunder026.tensor_asserts``), raising the ``AssertionError`` eager raises.
 
