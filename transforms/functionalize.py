@@ -55,7 +55,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import thunder.torch as ltorch
 from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, ProxyTag, TensorProxy, variableify
@@ -78,7 +77,7 @@ from thunder_ext.transforms.aliasing import (
     thunder_inplace_write,
 )
 from thunder_ext.transforms.gradients import cuts_the_gradient, grad_storages, left_to_thunder, traced_without_grad
-from thunder_ext.transforms.traced import traced_ops
+from thunder_ext.transforms.traced import as_written_into, traced_ops
 
 
 @dataclass
@@ -276,11 +275,7 @@ class _Functionalizer:
 
     def conform(self, computed: TensorProxy, target: TensorProxy) -> TensorProxy:
         """``copy_`` broadcasts and converts its source; ``copy_to_out_`` takes it as ``target`` is."""
-        if (computed.shape, computed.dtype, computed.device) == (target.shape, target.dtype, target.device):
-            return computed
-        return self.traced(
-            lambda: ltorch.to(ltorch.expand(computed, target.shape), device=target.device, dtype=target.dtype)
-        )
+        return self.traced(lambda: as_written_into(computed, target))
 
     def traced(self, op: Callable[[], Any]) -> Any:
         """Trace ``op()`` into the trace being built, each op it records emitted as the pass emits any."""

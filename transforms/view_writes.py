@@ -59,7 +59,7 @@ from thunder_ext.transforms.aliasing import (
     thunder_op_id,
 )
 from thunder_ext.transforms.gradients import arguments_requiring_grad, traced_without_grad
-from thunder_ext.transforms.traced import traced_ops
+from thunder_ext.transforms.traced import as_written_into, traced_ops
 
 
 class ViewWriteGradientError(RuntimeError):
@@ -248,9 +248,7 @@ class _Scatterer:
         )
 
         def scatter() -> TensorProxy:
-            new = computed
-            if (new.shape, new.dtype) != (old.shape, old.dtype):  # copy_ broadcasts and converts its source
-                new = ltorch.to(ltorch.expand(new, old.shape), dtype=old.dtype)
+            new = as_written_into(computed, old)
             return _scatter(self.base[storage], chain, new) if chain else new
 
         start = len(self.out)
