@@ -44,6 +44,12 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   (False: thunder traces dense tensors); and ``torch.autograd.profiler.record_function``, the profiler's
   range around every ``Optimizer.step``, which does nothing under the jit (thunder cannot trace the op
   it calls).
+- nvFuser's descriptor of an input's layout, where nvFuser has only its direct bindings (``nvfuser_direct``,
+  version 0.2.34 on; the only builds for torch 2.10 and later): thunder 0.2.6 takes them, yet its
+  ``compute_contiguity`` imports ``compute_tensor_descriptor`` from the legacy module ``nvfuser``, which those builds
+  do not ship, so every nvFuser region failed at its first call (``ModuleNotFoundError: No module named
+  'nvfuser'``, seen on an H100 with nvFuser 0.2.36: docs/gpu_results.md). The direct bindings export the same
+  function.
 - What the integrations register (``thunder_ext.hooks.HOOKS.adaptations``): ``thunder_ext.tensor_scatter_``,
   traced as one in-place symbol.
 
@@ -186,3 +192,22 @@ def _add_missing_ops() -> None:
 
     for name, traced_as in FOREACH.items():
         divert(getattr(torch, name), traced_as)
+
+    _describe_layouts_with_nvfuser_direct()
+
+
+def _describe_layouts_with_nvfuser_direct() -> None:
+    import importlib.util
+
+    from thunder.executors.nvfuserex import nvfuser_available
+
+    if not nvfuser_available() or importlib.util.find_spec("nvfuser") is not None:
+        return  # no nvFuser, or the legacy module thunder imports is there
+    import nvfuser_direct
+    import thunder.executors.nvfuserex_impl as nvfuserex_impl
+
+    @functools.lru_cache(maxsize=2048)  # as thunder's own
+    def compute_contiguity(shape, stride) -> tuple[tuple[bool | None, ...], tuple[int, ...]]:
+        return tuple(tuple(x) for x in nvfuser_direct.compute_tensor_descriptor(shape, stride))
+
+    nvfuserex_impl.compute_contiguity = compute_contiguity  # looked up by name at each region's call
