@@ -160,10 +160,13 @@ def _check_ordering(index: TraceIndex, j: int, write: BoundSymbol, region: Regio
             continue  # returning an alias hands over the tensor, it reads nothing
         args = data_args(later)
         writes = bool(written_tensors(later))
-        if is_view_op(later) or is_update_aliases(later) or writes:
-            # These name storage rather than read it: derived from the new value, they are new.
-            if any(a.name in new for a in args):
-                new.update(o.name for o in tensor_outs(later))
+        if later.sym.is_fusion:
+            # run as one op, it reads what it reads before any of its results exist; those that are views
+            # of the new value (nvFuser returns a view of an input as such) are new
+            for sub in later.subsymbols:
+                _follow_new_value(sub, new)
+        elif is_view_op(later) or is_update_aliases(later) or writes:
+            _follow_new_value(later, new)
             if not writes:
                 continue
         stale = [a for a in args if a.name not in new and aliases.same_storage(a, out)]
@@ -173,6 +176,13 @@ def _check_ordering(index: TraceIndex, j: int, write: BoundSymbol, region: Regio
                 f"`{later.sym.name}` reads `{stale[0].name}`, which shares storage with `{out.name}`, after "
                 f"`{write.output.name} = copy_to_out_(..., out={out.name})`{where} overwrote it"
             )
+
+
+def _follow_new_value(op: BoundSymbol, new: set[str]) -> None:
+    """A view, a rename or a write names storage rather than reads it: derived from the new value, its
+    results are new."""
+    if (is_view_op(op) or is_update_aliases(op) or written_tensors(op)) and any(a.name in new for a in data_args(op)):
+        new.update(o.name for o in tensor_outs(op))
 
 
 def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases) -> str | None:
