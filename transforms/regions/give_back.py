@@ -32,9 +32,10 @@ from thunder_ext.transforms.aliasing import (
 from thunder_ext.transforms.regions.rules import RegionOps, rules_for
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Region:
-    """What ``FusionExecutor.fuse`` compiles, in the form thunder's own ``update_fusion_call_ctx`` gives it."""
+    """What ``FusionExecutor.fuse`` compiles, in the form thunder's own ``update_fusion_call_ctx`` gives it;
+    not frozen, as thunder's ``Region`` is not: ``CUDAGraphTransform.fuse`` assigns its ``bound_symbols``."""
 
     inputs: tuple[Variable, ...]
     outputs: tuple[Variable, ...]
