@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 import thunder
-from thunder.core import prims
+from thunder.core import dtypes, prims
+from thunder.core.devices import cpu
+from thunder.core.proxies import TensorProxy
 from thunder.extend import FusionExecutor
 
 import thunder_ext
@@ -95,6 +97,22 @@ def test_a_chain_of_elementwise_steps_reading_out_is_proved():
     with tracing("x", "y") as (trace, (x, y)):
         scaled = prims.mul(x, 2.0)
         w = copy_to_out_(prims.where(prims.gt(y, 0.0), prims.add(scaled, y), scaled), out=x)
+    assert blocker(region(trace, w)) is None
+
+
+def test_a_write_of_a_broadcast_is_refused():
+    # Seen on an H100 (the fuzzer's `a0.copy_(a1)`, a1 0-d): nvFuser failed to alias an output whose axis is a
+    # broadcast to `out`'s iterated one ("INTERNAL ASSERT FAILED ... do not match for self replay").
+    with tracing("x") as (trace, (x,)):
+        y = TensorProxy("y", shape=(), device=cpu, dtype=dtypes.float32)
+        w = copy_to_out_(prims.broadcast_in_dim(prims.mul(y, 2.0), (4,), ()), out=x)
+    assert "is a broadcast to `x`'s shape" in blocker(region(trace, w))
+
+
+def test_a_broadcast_added_to_out_is_proved():
+    with tracing("x") as (trace, (x,)):
+        y = TensorProxy("y", shape=(), device=cpu, dtype=dtypes.float32)
+        w = copy_to_out_(prims.add(x, prims.broadcast_in_dim(y, (4,), ())), out=x)
     assert blocker(region(trace, w)) is None
 
 
@@ -340,6 +358,30 @@ def test_a_write_into_a_temporary_of_the_region_is_given_back_with_the_temporary
     assert temporary.name in {o.name for o in region.flat_proxy_outs} and is_copy_to_out(write)
     a = torch.randn(4)
     torch.testing.assert_close(proved.python_callable()(a), torch.exp(a * 2 + 1))
+
+
+def test_a_view_of_the_written_value_that_a_region_returns_is_the_new_value():
+    # Seen on an H100: the growing cache's prefill failed to compile (InplaceOrderingError). nvFuser took the
+    # view of the written cache that sdpa reads into a region of its own, and the checker, taking the region
+    # for one op that reads the new value, took its result, a view of that input, for a view of the old one.
+    with tracing("x") as (trace, (x,)):
+        w = copy_to_out_(prims.add(x, 1.0), out=x)
+        view = prims.shallow_copy(w)
+        result = prims.exp(view)
+    ops = trace.bound_symbols
+    trace.args = [x]
+    computation(
+        trace,
+        fake_nvfuser.fuse(fusion_region([x], [w], ops[:2]), 0),
+        fake_nvfuser.fuse(fusion_region([w], [view], ops[2:3]), 1),
+        fake_nvfuser.fuse(fusion_region([view], [result], ops[3:]), 2),
+        prims.python_return.bind(result, output=None),
+    )
+    proved, _ = prove_inplace_writes(trace)  # before: "`nvFusion2` reads `t2`, which shares storage with `x`..."
+    a = torch.randn(4)
+    ours = a.clone()
+    torch.testing.assert_close(proved.python_callable()(ours), torch.exp(a + 1))
+    torch.testing.assert_close(ours, a + 1)
 
 
 def test_a_read_of_the_old_value_after_the_region_is_an_ordering_error():

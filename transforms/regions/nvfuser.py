@@ -2,16 +2,25 @@
 
 nvFuser runs the write itself (``executors/nvfuser_inplace.py``: ``fd.add_output(..., alias_input=out)``), but
 it schedules a region's ops as it likes, so a write stays in a region only where ``nvfuser_write_blocker``'s four
-rules prove that no op of the region sees it early; otherwise the checker gives it back to the PyTorch executor
+rules prove that no op of the region sees it early, and a fifth that nvFuser can alias it at all; otherwise the checker gives it back to the PyTorch executor
 (``transforms/regions/give_back.py``). Registered only where thunder has loaded nvFuser.
 """
 
 from __future__ import annotations
 
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
 
 from thunder_ext.executors.nvfuser_inplace import nvfuser_inplace_available
-from thunder_ext.transforms.aliasing import data_args, is_copy_to_out, thunder_inplace_write
+from thunder_ext.transforms.aliasing import (
+    data_args,
+    is_copy_to_out,
+    is_elementwise,
+    is_view_op,
+    tensor_args,
+    thunder_inplace_write,
+)
 from thunder_ext.transforms.regions.rules import RegionOps, RegionRules, elementwise_cone, register_region_rules
 
 
@@ -34,6 +43,10 @@ def nvfuser_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
        ``c``'s private elementwise cone, ``elementwise_cone``): it reads element i of ``o`` only to
        compute element i of ``c``, which is what replaces it. Anything else may run in another kernel or
        thread after ``o`` is overwritten.
+    5. Every axis of ``c`` is one nvFuser iterates: ``c`` is computed elementwise from a tensor of ``o``'s shape
+       that no broadcast made. nvFuser gives an alias output ``o``'s layout by replaying ``o``'s axes onto it,
+       and fails where an axis of ``c`` is a broadcast: ``x.copy_(y)`` with a 0-d ``y`` expanded to ``x``'s
+       shape raised "INTERNAL ASSERT FAILED ... do not match for self replay" on an H100 (docs/gpu.md).
     """
     computed, out = thunder_inplace_write(write)
     name, aliases = region.name, region.aliases
@@ -59,7 +72,26 @@ def nvfuser_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
                     f"`{op.sym.name}` uses `{a.name}`{sharing} in `{name}`, "
                     f"and is not an elementwise step towards `{computed.name}` alone"
                 )
+    if not _iterated_at(region, computed, tuple(out.shape)):
+        return f"`{computed.name}` is a broadcast to `{out.name}`'s shape, whose axes nvFuser cannot alias to `{out.name}`'s"
     return None
+
+
+def _iterated_at(region: RegionOps, t: TensorProxy, shape: tuple[int, ...]) -> bool:
+    """Whether ``t`` is a region input of ``shape``, or is computed at ``shape`` by an op other than a
+    broadcast: elementwise from such a tensor, or by any other op (a reduction, ``full``)."""
+    if tuple(t.shape) != shape:
+        return False
+    producer = region.producer(t)
+    if producer is None:
+        return True
+    if producer.sym.id == PrimIDs.BROADCAST_IN_DIM:
+        return False
+    if is_view_op(producer):  # a view keeps its input's axes (at another shape: not worth following)
+        return _iterated_at(region, tensor_args(producer)[0], shape)
+    if not is_elementwise(producer):
+        return True
+    return any(_iterated_at(region, a, shape) for a in tensor_args(producer))
 
 
 NVFUSER_RULES = RegionRules(
