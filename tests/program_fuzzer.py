@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from helpers import HoistReads, HoistWrites, SinkReads
 # keep each write between the readers of the old value and the readers of the new one.
 SCHEDULERS: list[type[Transform]] = [Transform, HoistWrites, HoistReads, SinkReads]
 
+# where every program's arguments are made: THUNDER_EXT_FUZZ_DEVICE=cuda on a GPU (scripts/gpu_check.sh), so that
+# thunder's default executors put nvFuser's regions around the writes
+DEVICE = torch.device(os.environ.get("THUNDER_EXT_FUZZ_DEVICE", "cpu"))
 SCALARS = [-2.0, -0.5, 0.5, 1.5, 3.0]
 # in-place ops whose new value depends on the old one otherwise than by adding to it
 NON_ADDITIVE_WRITES = ["mul_", "relu_", "clamp_", "masked_fill_", "fill_", "copy_of_itself"]
@@ -423,6 +427,7 @@ def check_against_eager(
     *,
     fusion: type[Transform] | None = None,
     grad: GradSetting | None = None,
+    device: torch.device = DEVICE,
 ) -> None:
     """Outputs and every argument after the call match eager. Where arguments alias, the call may
     instead fail with one of the refusals docs/bad_input.md lists (``REFUSALS``), with every input
@@ -435,10 +440,11 @@ def check_against_eager(
     ``grad``: the arguments it names require grad and both runs are under its grad mode; where eager's
     outputs are differentiable, the gradients of their sum match eager's too. A program eager refuses (a
     write into a leaf that requires grad) is discarded, and what stock thunder cannot differentiate either
-    may fail as it fails."""
+    may fail as it fails. ``device``: where the arguments are made."""
     grad = grad or GradSetting("grad", ())
     fn, make_args = program.load()
-    args = make_args()
+    with device:
+        args = make_args()
     eager_args, jit_args = _with_grad(clone_args(args), grad), _with_grad(clone_args(args), grad)
     mode = GRAD_MODES[grad.mode]
     try:

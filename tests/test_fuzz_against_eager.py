@@ -7,7 +7,10 @@ reproduces. Setting the variable gives a long, randomized run::
 
 (on a 2-core CPU: about 20 minutes under thunder's defaults, plus about half an hour for the programs
 around the stand-in nvFuser's regions; about 70 minutes with ``--executor-set torch_compile`` and
-``OMP_NUM_THREADS=1``; docs/design.md records each run).
+``OMP_NUM_THREADS=1``; docs/design.md records each run). ``THUNDER_EXT_FUZZ_DEVICE=cuda`` makes the
+arguments on the GPU, where thunder's defaults put nvFuser's regions around the writes, and
+``THUNDER_EXT_FUZZ_TALLY=FILE`` appends each program's outcome to FILE, for a run stopped at a time limit
+(``scripts/gpu_check.sh`` does both).
 
 The same programs run again with the stand-in nvFuser of ``fake_nvfuser.py`` building regions (under
 thunder's defaults only): which writes the extension keeps in nvFuser regions, how it gives the others
@@ -25,14 +28,17 @@ import traceback
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis.control import current_build_context
 from hypothesis.errors import UnsatisfiedAssumption
 
 import thunder_ext
 from fake_nvfuser import FakeFusionPass
+from thunder_ext.executors.nvfuser_inplace import NO_CUDA
 from hypothesis import strategies as st
 from program_fuzzer import (
+    DEVICE,
     SCHEDULERS,
     GradSetting,
     Program,
@@ -46,6 +52,8 @@ EXAMPLES = int(os.environ.get("THUNDER_EXT_FUZZ_EXAMPLES", "300"))
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 FAKE_NVFUSER_REGRESSIONS = REGRESSIONS / "fake_nvfuser"
 GRAD_REGRESSIONS = REGRESSIONS / "requires_grad"
+# found on a GPU (THUNDER_EXT_FUZZ_DEVICE=cuda, nvFuser's regions), with or without a grad setting; replayed there only
+CUDA_REGRESSIONS = REGRESSIONS / "cuda"
 _UNSHRUNK: dict[Path, Path] = {}  # per folder, the first failing program of this run, saved as soon as it failed
 
 
@@ -89,11 +97,17 @@ def test_each_scheduler_keeps_a_backward_that_returns_its_cotangent(scheduler):
 
 
 def _check_keeping_failures(program: Program, folder: Path, **kwargs) -> None:
+    folder = CUDA_REGRESSIONS if DEVICE.type == "cuda" else folder
     try:
         check_against_eager(program, **kwargs)
+        _tally("passed")
     except UnsatisfiedAssumption:
+        _tally("invalid")
         raise
     except Exception as error:
+        if _interrupted(error):  # thunder's interpreter wraps a Ctrl-C or a time limit's SIGINT: nothing to keep
+            raise KeyboardInterrupt from error
+        _tally(f"failed: {type(error).__name__}")
         if current_build_context().is_final:  # the shrunk example replaces the first one
             if unshrunk := _UNSHRUNK.pop(folder, None):
                 unshrunk.unlink(missing_ok=True)
@@ -103,6 +117,22 @@ def _check_keeping_failures(program: Program, folder: Path, **kwargs) -> None:
             # shrinking still leaves the program it found.
             _UNSHRUNK[folder] = _save(program, folder, error)
         raise
+
+
+def _interrupted(error: BaseException | None) -> bool:
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        error = error.__cause__
+    return False
+
+
+def _tally(outcome: str) -> None:
+    """Where ``THUNDER_EXT_FUZZ_TALLY`` names a file, one line per program checked: a run stopped at a time
+    limit (scripts/gpu_check.sh) still says how many programs passed."""
+    if path := os.environ.get("THUNDER_EXT_FUZZ_TALLY"):
+        with open(path, "a") as tally:
+            tally.write(outcome + "\n")
 
 
 def _save(program: Program, folder: Path, error: Exception) -> Path:
@@ -153,6 +183,17 @@ def test_regression_with_inputs_that_require_grad(path: Path, executor_set: str,
     source = path.read_text()
     _mark_if_known_failure_under(source, executor_set, request)
     check_against_eager(Program(source), grad=GradSetting.of(source))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
+@pytest.mark.parametrize(
+    "path", [pytest.param(p, id=p.stem, marks=_known_failure(p)) for p in sorted(CUDA_REGRESSIONS.glob("*.py"))]
+)
+def test_regression_on_cuda(path: Path, executor_set: str, request: pytest.FixtureRequest):
+    source = path.read_text()
+    _mark_if_known_failure_under(source, executor_set, request)
+    grad = GradSetting.of(source) if GradSetting.HEADER in source else None
+    check_against_eager(Program(source), grad=grad, device=torch.device("cuda"))
 
 
 def _mark_if_known_failure_under(source: str, executor_set: str, request: pytest.FixtureRequest) -> None:

@@ -1,0 +1,26 @@
+# known failure: with nvFuser the sum of a0, read before a0's write, returns the new value (likely: nvFuser
+# returns a reduction over a size-1 axis as a view of its input; H100, 2026-11-26, not understood further)
+# AssertionError: Scalars are not close!
+# 
+# Expected -0.9246624112129211 but got 1.6194348335266113.
+# Absolute difference: 2.5440972447395325 (up to 1e-05 allowed)
+# Relative difference: 2.7513795455384913 (up to 1.3e-06 allowed)
+# 
+# The failure occurred for item [0]
+# grad setting: grad []
+import torch
+
+
+def program(a0, a1, a2):
+    v1 = a0.unsqueeze(0)
+    r2 = a0.sum()
+    a0.add_(a2)
+    return (r2,)
+
+
+def make_args():
+    torch.manual_seed(0)
+    a0 = torch.randn((1,))
+    a1 = torch.randn((1,))
+    a2 = torch.randn(())
+    return [a0, a1, a2]
