@@ -1,108 +1,106 @@
 #!/usr/bin/env bash
-# GPU check: run tests/test_gpu.py and, when they exist, the decode and Adam benchmarks on a CUDA machine, and
-# write the results into docs/ (docs/gpu_results.md, docs/benchmarks/gpu/).
+# GPU check (docs/gpu.md): everything the CUDA machine should show, in one call of limited time. Side by side,
+# each under the same deadline:
+#   - tests/test_gpu.py, with nvFuser where it loads and with the PyTorch executor, under both executor sets, and
+#     the fuzzer's programs found on CUDA (test_regression_on_cuda);
+#   - thunder's own litgpt KV-cache variants on CUDA, with --thunder-ext and stock;
+#   - the Adam benchmark case on CUDA (--quick);
+#   - litgpt's generate, bf16 (benchmarks/cuda_generate.py): the demo model and SmolLM2-135M's config at
+#     max_seq_length 2048 and 8192, one process each;
+#   - the differential fuzzer on CUDA tensors (nvFuser regions), seeded, until the deadline: without grad, and
+#     with inputs that require grad.
+# Benchmark processes time one at a time (THUNDER_EXT_TIMING_LOCK); the others may compile meanwhile.
+# What comes back is raw (logs, junit XML, JSON lines); scripts/gpu_results.py turns it into docs/gpu_results.md.
 #
-# The GPU machine it was written for: one H100 or H200, Python 3.12 with torch 2.11 (CUDA 13) preinstalled, no
-# package registry. What thunder-ext needs beyond that travels as wheels in .whl/ (git-ignored). Prepare them
-# here, once, from the repository root (2.8 MB; all pure Python but optree):
-#
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-#       -d .whl lightning-thunder==0.2.6 litgpt==0.5.13 looseversion==1.3.0 dill==0.4.1 optree==0.20.0 \
-#       jsonargparse==4.41.0 docstring-parser==0.18.0 typeshed-client==2.14.0
-#
-# (thunder's and litgpt's other dependencies are on that machine already. nvFuser is not among the wheels: no
-# build matches torch 2.11, and the torch 2.10 one is 80 MB. An nvFuser wheel put into .whl/ is installed too,
-# and the report says whether it loads.)
-#
-# Then run it there, from the repository root with .whl/ beside it: `bash scripts/gpu_check.sh`
-# (with this workplace's device tool: carry [".whl"]; the results are also copied to $OUT when it is set).
-# PYTHON picks the interpreter (default python3). The exit status is pytest's.
+# The GPU machine: one H100 or H200, Python 3.12, torch 2.11 (cu130), no package registry. Build the kit here
+# first (`bash scripts/gpu_kit.sh`: thunder, litgpt, nvFuser, transformers; git-ignored), then run there, carrying
+# ".gpu-kit":  bash scripts/gpu_check.sh
+# GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run; results go to $OUT (else /tmp/gpu-check).
+# For a dry run on a CPU machine: GPU_CHECK_DEVICE=cpu GPU_CHECK_PYTHON=.venv/bin/python (no kit, no install).
 
 set -u
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-SITE=/tmp/site
-RESULTS=docs/gpu_results.md
-BENCH_OUT=docs/benchmarks/gpu
+START=$(date +%s)
+DEADLINE=$((START + ${GPU_CHECK_BUDGET:-480}))
+touch /tmp/gpu-check-start  # failing fuzz programs are the files saved after it
+DEVICE=${GPU_CHECK_DEVICE:-cuda}
+R=${OUT:-/tmp/gpu-check}
+mkdir -p "$R"
+exec > >(tee -a "$R/log.txt") 2>&1
+left() { local s=$((DEADLINE - $(date +%s))); echo $((s > 5 ? s : 5)); }
+say() { echo "[gpu_check +$(($(date +%s) - START))s] $*"; }
 
-# The wheels and thunder-ext itself (built from this tree with the machine's setuptools: nothing to fetch).
-"$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target "$SITE" .whl/*.whl . || exit 1
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-# -P keeps the source folders off sys.path: they are laid out for setuptools' package-dir, the install is not.
-PY=("$PYTHON" -P)
-
-work=$(mktemp -d)
-"${PY[@]}" -m pytest tests/test_gpu.py -q -rfEs -p no:cacheprovider --junitxml="$work/junit.xml" 2>&1 | tee "$work/pytest.log"
-tests_status=${PIPESTATUS[0]}
-
-if ! "${PY[@]}" -c "import thunder_ext.benchmarks" 2>/dev/null; then
-    bench="not run: \`thunder_ext.benchmarks\` is not installed"
-elif "${PY[@]}" -m thunder_ext.benchmarks --device cuda --cases decode,adam --out "$BENCH_OUT" >"$work/bench.log" 2>&1; then
-    bench="ran: results in \`$BENCH_OUT/\`"
+if [ -n "${GPU_CHECK_PYTHON:-}" ]; then
+    PY=("$(cd "$(dirname "$GPU_CHECK_PYTHON")" && pwd)/$(basename "$GPU_CHECK_PYTHON")")  # absolute: a step runs in /tmp
 else
-    bench="failed (exit $?); the end of its output:"$'\n\n```\n'"$(tail -n 20 "$work/bench.log")"$'\n```'
+    . .gpu-kit/activate.sh
+    # thunder-ext itself, built from this tree with the machine's setuptools (nothing to fetch)
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/gpu-site . \
+        || say "installing thunder-ext failed"
+    # -P: the source folders are laid out for setuptools' package-dir, the install is not
+    PY=(python3 -P)
 fi
-
-BENCH="$bench" JUNIT="$work/junit.xml" "${PY[@]}" - >"$RESULTS" <<'EOF'
-import datetime, importlib.metadata, os, subprocess, xml.etree.ElementTree as ET
-
-import torch
+say "set up"
+"${PY[@]}" - <<'EOF'
+import json, platform, subprocess, torch, thunder
 from thunder_ext.executors import nvfuser_inplace_available
-
-def version(distribution):
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-try:
-    gpu = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-        capture_output=True, text=True,
-    ).stdout.strip()
-except OSError as e:
-    gpu = f"no nvidia-smi ({e.strerror})"
-nvfuser, why = nvfuser_inplace_available()
-print(f"# GPU check, {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC\n")
-print("Written by `scripts/gpu_check.sh`; design and what each test covers: [gpu.md](gpu.md).\n")
-print("| | |\n| --- | --- |")
-print(f"| device | {gpu} |")
-print(f"| torch | {torch.__version__} (CUDA {torch.version.cuda}, available: {torch.cuda.is_available()}) |")
-print(f"| lightning-thunder | {version('lightning-thunder')} |")
-print(f"| litgpt | {version('litgpt')} |")
-print(f"| nvFuser | {why if nvfuser else 'not used: ' + why} |")
-print(f"| benchmarks | {os.environ['BENCH'].splitlines()[0]} |")
-
-cases = []
-try:
-    cases = list(ET.parse(os.environ["JUNIT"]).getroot().iter("testcase"))
-except (OSError, ET.ParseError) as e:
-    print(f"\n**No test results**: {e}")
-
-def outcome(case):
-    for tag in ("failure", "error", "skipped"):
-        if (element := case.find(tag)) is not None:
-            message = (element.get("message") or "").splitlines()
-            return tag, message[0] if message else ""
-    return "passed", ""
-
-outcomes = [(case.get("name"), *outcome(case)) for case in cases]
-counts = {kind: sum(o == kind for _, o, _ in outcomes) for kind in ("passed", "failure", "error", "skipped")}
-print(f"\n## tests/test_gpu.py: {counts['passed']} passed, {counts['failure']} failed, "
-      f"{counts['error']} errors, {counts['skipped']} skipped\n")
-if outcomes:
-    print("| test | outcome | message |\n| --- | --- | --- |")
-    for name, kind, message in outcomes:
-        print(f"| `{name}` | {kind} | {message.replace('|', '/')[:200]} |")
-if "\n" in os.environ["BENCH"]:
-    print("\n## Benchmarks\n\n" + os.environ["BENCH"])
+gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                     capture_output=True, text=True).stdout.strip() if torch.cuda.is_available() else "no CUDA"
+ok, why = nvfuser_inplace_available()
+print("ENV " + json.dumps({"gpu": gpu, "python": platform.python_version(), "torch": torch.__version__,
+      "cuda": torch.version.cuda, "thunder": thunder.__version__, "nvfuser": ok, "nvfuser_why": why,
+      "default_executors": [e.name for e in thunder.get_default_executors()]}))
 EOF
+export THUNDER_EXT_TIMING_LOCK=/tmp/gpu-check-timing.lock PYTHONUNBUFFERED=1
+TIMEOUT_FLAGS=()
+"${PY[@]}" -c "import pytest_timeout" 2>/dev/null && TIMEOUT_FLAGS=(--timeout 240)
 
-echo "wrote $RESULTS"
-if [ -n "${OUT:-}" ]; then
-    cp "$RESULTS" "$work/pytest.log" "$OUT"/
-    [ -d "$BENCH_OUT" ] && mkdir -p "$OUT/benchmarks_gpu" && cp -r "$BENCH_OUT"/. "$OUT/benchmarks_gpu"/
-fi
-rm -rf "$work"
-exit "$tests_status"
+STEPS=()  # the background steps' pids: a plain `wait` would also wait for the log's tee
+run() {  # run NAME LOG CMD...: in the background, stopped at the deadline (SIGINT first: pytest then reports)
+    local name=$1 log=$2
+    shift 2
+    say "start $name"
+    (timeout -s INT -k 15 "$(left)" "$@" >>"$log" 2>&1; say "end $name: exit $?") &
+    STEPS+=($!)
+}
+
+run "tests/test_gpu.py" "$R/test_gpu.log" "${PY[@]}" -m pytest tests/test_gpu.py \
+    tests/test_fuzz_against_eager.py::test_regression_on_cuda -q -rfEs -p no:cacheprovider \
+    -n 4 "${TIMEOUT_FLAGS[@]}" --junitxml="$R/test_gpu.xml"
+# from /tmp, so that this project's pytest settings do not apply (docs/thunder_suites.md)
+run "thunder's litgpt KV-cache variants" "$R/thunder_suite.log" bash -c 'cd /tmp && for flag in --thunder-ext ""; do
+        echo "== thunder.tests.test_jit_general -k \"litgpt_variants_kvcache and cuda\" ${flag:-(stock thunder)}"
+        "$@" -m pytest -q -rfEs -p no:cacheprovider -n 2 $flag --pyargs thunder.tests.test_jit_general \
+            -k "litgpt_variants_kvcache and cuda"
+    done' _ "${PY[@]}"
+run "adam" "$R/adam.log" "${PY[@]}" -m thunder_ext.benchmarks --device "$DEVICE" --cases adam --quick \
+    --out /tmp/gpu-check-adam
+for config in "demo 2048 eager,growing,stock,dynamic,graphs" "demo 8192 eager,growing,stock,dynamic" \
+    "SmolLM2-135M 2048 eager,growing,dynamic" "SmolLM2-135M 8192 eager,growing"; do
+    set -- $config
+    # the timed calls need a minute after the last compilation
+    run "generate $1 $2" "$R/generate.log" "${PY[@]}" -m thunder_ext.benchmarks.cuda_generate --device "$DEVICE" \
+        --model "$1" --length "$2" --runners "$3" --time-by $((DEADLINE - 60)) --out "$R/generate.jsonl"
+done
+FUZZ_K="test_random_inplace_programs_match_eager and not fake"
+for seed in 1 3; do  # 3: inputs that require grad
+    run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" env THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
+        THUNDER_EXT_FUZZ_EXAMPLES=100000 THUNDER_EXT_FUZZ_TALLY="/tmp/gpu-check-fuzz-$seed.tally" \
+        "${PY[@]}" -m pytest tests/test_fuzz_against_eager.py -q -p no:cacheprovider -p no:randomly \
+        --executor-set defaults -k "$FUZZ_K and $([ $seed = 3 ] && echo '' || echo not) require_grad" \
+        --hypothesis-seed=$seed --hypothesis-show-statistics
+done
+wait "${STEPS[@]}"
+{
+    for seed in 1 3; do
+        echo "== fuzz seed $seed ($([ $seed = 3 ] && echo 'inputs that require grad' || echo 'no grad'))"
+        sort "/tmp/gpu-check-fuzz-$seed.tally" 2>/dev/null | uniq -c
+        tail -n 40 "/tmp/gpu-check-fuzz-$seed.log"
+    done
+    echo "== failing programs saved"
+    find tests/fuzz_regressions -type f -newer /tmp/gpu-check-start | while read -r path; do
+        echo "--- $path"
+        cat "$path"
+    done
+} >"$R/fuzz.log" 2>&1
+say "done"

@@ -1,11 +1,14 @@
 """How the demo and the benchmarks time calls: one call's seconds, and calls of several runners taken in turns,
 so that noise on a shared machine falls on all of them alike; what is being timed, for a progress line; and
-first calls, which compile, with the garbage collector paused."""
+first calls, which compile, with the garbage collector paused; and, where several benchmark processes share a
+machine (scripts/gpu_check.sh), one process timing at a time."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -53,6 +56,26 @@ def gc_paused(*, collect: bool = True) -> Iterator[None]:
             gc.enable()
 
 
+TIMING_LOCK = "THUNDER_EXT_TIMING_LOCK"
+
+
+@contextlib.contextmanager
+def timing_turn() -> Iterator[None]:
+    """Where the environment variable ``THUNDER_EXT_TIMING_LOCK`` names a file, hold an exclusive lock on it
+    within the block: processes that compile side by side then time one at a time (the others may still
+    compile on other cores). Without it, nothing is held."""
+    path = os.environ.get(TIMING_LOCK)
+    if not path:
+        yield
+        return
+    with open(path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -91,9 +114,10 @@ def interleaved_samples(
                 call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
     block = max(1, repeat // rounds)
-    while any(len(s) < repeat for s in samples.values()):
-        for name, call in calls.items():
-            status(f"timing {name}, {len(samples[name])} of {repeat} calls")
-            call()
-            samples[name] += [seconds(call, device) for _ in range(min(block, repeat - len(samples[name])))]
+    with timing_turn():
+        while any(len(s) < repeat for s in samples.values()):
+            for name, call in calls.items():
+                status(f"timing {name}, {len(samples[name])} of {repeat} calls")
+                call()
+                samples[name] += [seconds(call, device) for _ in range(min(block, repeat - len(samples[name])))]
     return samples
