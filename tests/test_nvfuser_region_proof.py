@@ -29,7 +29,7 @@ from thunder_ext.executors import nvfuser_inplace_available
 from thunder_ext.transforms.regions.nvfuser import nvfuser_write_blocker
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, fused_writes, is_copy_to_out
+from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, data_args, fused_writes, is_copy_to_out
 from thunder_ext.transforms.regions.rules import RegionOps
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
@@ -217,6 +217,17 @@ def test_a_view_returned_by_a_region_shares_its_input_storage():
         doubled = prims.mul(x, 2.0)
     aliases = Aliases([region(trace, view, doubled)])
     assert aliases.same_storage(view, x) and not aliases.same_storage(doubled, x)
+
+
+def test_a_region_reads_through_a_rename_only_what_it_renamed():
+    # thunder's CUDA-graph regions take thunder's `update_aliases`: the growing cache's step under
+    # CUDAGraphTransform was refused (InplaceOrderingError) for a region that only renamed a written cache.
+    with tracing("x", "y") as (trace, (x, y)):
+        (renamed_x,) = prims.update_aliases((x,))
+        (renamed_y,) = prims.update_aliases((y,))
+        doubled = prims.mul(renamed_y, 2.0)
+    fusion = region(trace, renamed_x, doubled)
+    assert [a.name for a in data_args(fusion)] == ["y"]
 
 
 def test_the_elementwise_prims_follow_thunder():

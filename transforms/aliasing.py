@@ -63,7 +63,18 @@ def data_args(bsym: BoundSymbol) -> list[TensorProxy]:
     """The tensors ``bsym`` reads: a write's ``after`` only orders it, it reads nothing of them, and a
     region reads what its ops read (an input it takes only for a write's ``after`` may be overwritten)."""
     if bsym.sym.is_fusion:
-        read = {a.name for s in bsym.subsymbols for a in data_args(s)}
+        # a rename in the region (thunder's CUDA-graph regions take thunder's ``update_aliases``, and its ``del``
+        # and return) reads nothing; a read of a rename's result reads what it renamed
+        renamed: dict[str, set[str]] = {}
+        read: set[str] = set()
+        for s in bsym.subsymbols:
+            if s.sym.id in (PrimIDs.DEL, PrimIDs.RETURN):
+                continue
+            if is_update_aliases(s) and s.sym.id != checked_index.id:
+                for before, after in zip(tensor_args(s), tensor_outs(s)):
+                    renamed[after.name] = renamed.get(before.name, {before.name})
+                continue
+            read.update(n for a in data_args(s) for n in renamed.get(a.name, {a.name}))
         return [t for t in tensor_args(bsym) if t.name in read]
     ordering_only = {p.name for p in bsym.kwargs.get("after", ())} if is_copy_to_out(bsym) else set()
     return [t for t in tensor_args(bsym) if t.name not in ordering_only]
