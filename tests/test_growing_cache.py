@@ -291,3 +291,34 @@ def test_a_gpt_given_to_set_kv_cache_then_compiled_says_which_module_to_give():
     thunder_ext.set_kv_cache(model, batch_size=1, max_seq_length=16)
     with torch.inference_mode(), pytest.raises(TypeError, match=r"give it the compiled module instead"):
         thunder_ext.jit(model)(torch.zeros(1, 1, dtype=torch.long), torch.tensor([0]))
+
+
+def gemma2_like() -> torch.nn.Module:
+    """Gemma-2's litgpt config shrunk: softcapped attention and logits, sliding windows of 8 on alternate layers."""
+    config = litgpt.Config.from_name(
+        "gemma-2-2b", n_layer=3, n_embd=64, n_head=4, n_query_groups=2, head_size=16, intermediate_size=128,
+        vocab_size=VOCAB, padded_vocab_size=VOCAB, sliding_window_size=8,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return litgpt.GPT(config).eval()
+
+
+def test_softcapped_attention_attends_as_the_causal_reference_with_a_growing_cache(executor_set):
+    # With softcapping litgpt adds the mask to the scores; its boolean mask added 1 and 0 and hid nothing, so the
+    # growing cache's step attended to empty and future positions (logits 0.04 to 0.13 off). The reference is
+    # litgpt's forward without a KV cache, which builds a causal (and sliding) mask of its own: logits at every
+    # step, teacher-forced with its greedy tokens, prefill then decode past the window, across a growth.
+    model = gemma2_like()
+    assert model.config.attention_logit_softcapping is not None
+    jitted = thunder_ext.jit(copy.deepcopy(model))
+    thunder_ext.set_kv_cache(jitted, batch_size=1, min_capacity=8)
+    tokens = torch.randint(0, VOCAB, (1, 5))
+    with torch.inference_mode():
+        logits = jitted(tokens, torch.arange(5))
+        for step in range(14):  # positions 5 to 18: the windows wrap, the global cache grows to 32
+            expected = model(tokens)
+            assert_close(logits[:, -1], expected[:, -1], msg=lambda m: f"step {step}: {m}")
+            nxt = expected[:, -1:].argmax(-1)
+            logits = jitted(nxt, torch.tensor([tokens.shape[1]]))
+            tokens = torch.cat((tokens, nxt), dim=1)
+    assert capacity(jitted._model.transformer.h[1].attn.kv_cache) == 32

@@ -171,16 +171,26 @@ def set_kv_cache(
         cache = GrowingKVCache(template, min(capacity, template.max_cache_len), device=device, dtype=dtype)
         block.attn.kv_cache = cache
         changed |= {f"transformer.h.{i}.attn.kv_cache.{name}": getattr(cache, name) for name in ("k", "v")}
-    gpt.mask_cache = _mask(capacity, device)
+    gpt.mask_cache = _mask(gpt, capacity, device)
     if isinstance(model, ThunderModule):
         refresh_thunder_module(model, changed)
     model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity)
 
 
 @torch.inference_mode(False)
-def _mask(capacity: int, device: torch.device | None) -> torch.Tensor:
-    """litgpt's attention mask for ``capacity`` positions, a normal tensor (``GrowingKVCache.empty_buffers``)."""
-    return build_mask_cache(capacity, device)
+def _mask(gpt: GPT, capacity: int, device: torch.device | None) -> torch.Tensor:
+    """litgpt's attention mask for ``capacity`` positions, a normal tensor (``GrowingKVCache.empty_buffers``).
+
+    Additive (0 where a query attends, -inf elsewhere) where the model softcaps its attention logits (Gemma-2):
+    litgpt then adds the mask to the scores (``scores + mask``), and its boolean mask would add 1 and 0, hiding
+    neither empty nor future positions. Eager litgpt is right there only because ``generate`` slices the
+    positions to those written (``input_pos_maxp1``), which a compiled model is not told; a prefill through
+    litgpt's cached path is not causal there, in eager too. SDPA, the path of every other model, reads either
+    form alike, so they keep litgpt's boolean mask, a quarter of the bytes."""
+    causal = build_mask_cache(capacity, device)
+    if gpt.config.attention_logit_softcapping is None:
+        return causal
+    return torch.zeros(causal.shape, device=device).masked_fill_(~causal, float("-inf"))
 
 
 def _gpt_of(model: torch.nn.Module) -> GPT:
@@ -294,7 +304,7 @@ class BucketedForward:
                 self.grow(old, new)
         for (_, cache), k, v in zip(resized, new[0::2], new[1::2]):
             cache.use(k, v)
-        self.gpt.mask_cache = _mask(capacity, self.gpt.mask_cache.device)
+        self.gpt.mask_cache = _mask(self.gpt, capacity, self.gpt.mask_cache.device)
         if isinstance(self.model, ThunderModule):
             changed = {f"transformer.h.{i}.attn.kv_cache.{n}": getattr(c, n) for i, c in resized for n in ("k", "v")}
             refresh_thunder_module(self.model, changed)
