@@ -90,7 +90,8 @@ def main() -> None:
     read = lambda name: (folder / name).read_text() if (folder / name).exists() else ""  # noqa: E731
     log = read("log.txt")
     steps = [line.split("] ", 1)[1] for line in log.splitlines() if line.startswith("[gpu_check") and "end " in line]
-    adam = [line for line in read("adam.log").splitlines() if line.startswith("|")]
+    # the case's table and its targets; the suite's page of every case's targets (linking pages not here) after it
+    adam = [line for line in read("adam.log").split("\n| case |")[0].splitlines() if line.startswith("|")]
     page = [
         "# GPU check: results",
         "",
