@@ -1,9 +1,10 @@
 """nvFuser's regions: when one may keep a ``copy_to_out_`` as an output aliasing ``out``.
 
 nvFuser runs the write itself (``executors/nvfuser_inplace.py``: ``fd.add_output(..., alias_input=out)``), but
-it schedules a region's ops as it likes, so a write stays in a region only where ``nvfuser_write_blocker``'s four
-rules prove that no op of the region sees it early, and a fifth that nvFuser can alias it at all; otherwise the checker gives it back to the PyTorch executor
-(``transforms/regions/give_back.py``). Registered only where thunder has loaded nvFuser.
+it schedules a region's ops as it likes, so a write stays in a region only where ``nvfuser_write_blocker``'s rules
+prove that no op of the region sees it early (1 to 4) and that nvFuser can alias it at all (5); otherwise the checker
+gives it back to the PyTorch executor (``transforms/regions/give_back.py``). Registered only where thunder has
+loaded nvFuser.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _iterated_at(region: RegionOps, t: TensorProxy, shape: tuple[int, ...]) -> b
         return True
     if producer.sym.id == PrimIDs.BROADCAST_IN_DIM:
         return False
-    if is_view_op(producer):  # a view keeps its input's axes (at another shape: not worth following)
+    if is_view_op(producer):  # keeps its input's axes; a view of another shape is refused, conservatively
         return _iterated_at(region, tensor_args(producer)[0], shape)
     if not is_elementwise(producer):
         return True
