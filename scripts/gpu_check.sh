@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU check (docs/gpu.md): everything the CUDA machine should show, in one call of limited time. Side by side,
 # each under the same deadline:
+#   - first, scripts/gpu_probe.py (the last run's open question), into log.txt;
 #   - tests/test_gpu.py, with nvFuser where it loads and with the PyTorch executor, under both executor sets, and
 #     the fuzzer's programs found on CUDA (test_regression_on_cuda);
 #   - thunder's own litgpt KV-cache variants on CUDA, with --thunder-ext and stock;
@@ -51,6 +52,8 @@ print("ENV " + json.dumps({"gpu": gpu, "python": platform.python_version(), "tor
       "cuda": torch.version.cuda, "thunder": thunder.__version__, "nvfuser": ok, "nvfuser_why": why,
       "default_executors": [e.name for e in thunder.get_default_executors()]}))
 EOF
+# first, in the foreground and into this log: the probe of the last run's open question (a few seconds)
+timeout 120 "${PY[@]}" scripts/gpu_probe.py || say "the probe failed"
 export THUNDER_EXT_TIMING_LOCK=/tmp/gpu-check-timing.lock PYTHONUNBUFFERED=1
 TIMEOUT_FLAGS=()
 "${PY[@]}" -c "import pytest_timeout" 2>/dev/null && TIMEOUT_FLAGS=(--timeout 240)
