@@ -1,4 +1,4 @@
-# known failure: with nvFuser the sum of a0, read before a0's write, returns the new value (likely: nvFuser
+# known failure under defaults: with nvFuser the sum of a0, read before a0's write, returns the new value (likely: nvFuser
 # returns a reduction over a size-1 axis as a view of its input; H100, 2026-11-26, not understood further)
 # AssertionError: Scalars are not close!
 # 
