@@ -7,11 +7,17 @@ decisions of the failing program, so the guess is confirmed or dropped in one sh
     python scripts/gpu_probe.py   (on a CUDA machine; scripts/gpu_check.sh runs it into its log)
 """
 
+import runpy
+from pathlib import Path
+
 import torch
 import thunder
 
 import thunder_ext
 from thunder_ext.thunder026.adapt import adapt_thunder
+
+
+FOUND = Path(__file__).parent.parent / "tests" / "fuzz_regressions" / "cuda" / "found_4c28956511b5.py"
 
 
 def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -26,14 +32,10 @@ def main() -> None:
     print("PROBE stock thunder.jit, sum of a one-element tensor: shares its storage:", shares_storage(result, a0))
     print(thunder.last_traces(total)[-1])
 
-    def program(a0, a1):
-        v1 = a0.unsqueeze(0)
-        v2 = a0.unsqueeze(0)
-        r3 = a0.sum()
-        a0.add_(a1)
-        return (r3,)
-
-    a0, a1 = torch.randn(1, device="cuda"), torch.randn((), device="cuda")
+    found = runpy.run_path(str(FOUND))  # the saved program itself, as test_regression_on_cuda replays it
+    program, make_args = found["program"], found["make_args"]
+    with torch.device("cuda"):
+        a0, a1 = make_args()
     expected = a0.sum().item()
     jitted = thunder_ext.jit(program)
     (r3,) = jitted(a0.clone(), a1)
