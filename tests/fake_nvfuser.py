@@ -7,7 +7,8 @@ nvFuser's rules (``NVFUSER_RULES``, registered for the stand-in as for nvFuser i
 rebuilds a region and the repair of rematerialization run on it exactly as on nvFuser's regions. Because it runs a region's ops in their order, it cannot show what
 nvFuser's own scheduling does with an alias output (tests/test_gpu.py's part); it shows what the
 extension does around the regions: which writes it keeps in them, how it gives the others back, and
-in what order everything then runs.
+in what order everything then runs. One thing of nvFuser's own it does imitate: an output that nvFuser's alias
+analysis would return as a view of a region input (``nvfuser_alias_of``) is returned as one.
 """
 
 from types import SimpleNamespace
@@ -27,7 +28,8 @@ from thunder.extend import FusionExecutor
 import thunder_ext
 from thunder_ext.transforms.regions.nvfuser import NVFUSER_RULES
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS
+from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, is_view_op, tensor_args
+from thunder_ext.transforms.fresh_copies import copies_of_written_storage_stay_copies, nvfuser_may_run_as_a_view
 from thunder_ext.transforms.regions.rules import register_region_rules
 
 
@@ -47,15 +49,48 @@ def runnable(bsyms, inputs, outputs):
     return transform_for_execution(trace, (thunder_ext.inplace_ex, torch_ex)).python_callable(include_decorators=False)
 
 
+def nvfuser_alias_of(bsyms, inputs, output):
+    """The position among ``inputs`` of the region input nvFuser would return ``output`` a view of: one reached
+    through copies it runs as meta ops (a clone, a reduction over size-1 axes, ``fresh_copies``' list) and views
+    that keep every element (a slice is not imitated); None if none."""
+    producers = {o.name: b for b in bsyms for o in b.flat_proxy_outs}
+    names = [a.name for a in inputs]
+    t = output
+    while t.name not in names:
+        producer = producers.get(t.name)
+        if producer is None or not (is_view_op(producer) or nvfuser_may_run_as_a_view(producer)):
+            return None
+        t = tensor_args(producer)[0]
+    return names.index(t.name) if t.numel == output.numel and t is not output else None
+
+
+def _returning_aliases(fn, aliased):
+    def region(*args):
+        results = fn(*args)  # the list of the region's outputs
+        for k, i in aliased.items():
+            results[k] = args[i].view(results[k].shape)  # the input's own storage, as nvFuser returns it
+        return results
+
+    return region
+
+
 class FakeFuser(FusionExecutor):
     def __init__(self):
         super().__init__("fake_nvfuser")
 
+    def can_fuse(self, bsym):
+        return fusible_prims(bsym) is not None
+
     def fuse(self, region, fusion_counter):
         inputs, outputs = [unvariableify(v) for v in region.inputs], [unvariableify(v) for v in region.outputs]
         bsyms = list(region.bound_symbols)
+        aliased = {k: i for k, o in enumerate(outputs) if (i := nvfuser_alias_of(bsyms, inputs, o)) is not None}
         return self.register_temporary_operation(
-            f"nvFusion{fusion_counter}", runnable(bsyms, inputs, outputs), inputs=inputs, outputs=outputs, bsyms=bsyms
+            f"nvFusion{fusion_counter}",
+            _returning_aliases(runnable(bsyms, inputs, outputs), aliased),
+            inputs=inputs,
+            outputs=outputs,
+            bsyms=bsyms,
         )
 
 
@@ -78,9 +113,12 @@ def flat_prims(bsym):
     return None if None in parts else [p for part in parts for p in part]
 
 
-# What the fake nvFuser fuses: elementwise prims and a reduction that its regions can run with PyTorch, and the writes.
+# What the fake nvFuser fuses: elementwise prims, a reduction and a clone that its regions can run with PyTorch, and
+# the writes.
 FUSIBLE = {
-    i for i in ELEMENTWISE_PRIM_IDS | {prims.PrimIDs.SUM, prims.PrimIDs.SHALLOW_COPY} if i in torch_ex.implmap
+    i
+    for i in ELEMENTWISE_PRIM_IDS | {prims.PrimIDs.SUM, prims.PrimIDs.SHALLOW_COPY, prims.PrimIDs.CLONE}
+    if i in torch_ex.implmap
 } | {copy_to_out_.id}
 
 
@@ -96,6 +134,8 @@ class FakeFusionPass(Transform):
     nvFuser's pass."""
 
     def transform_trace_post_optimization(self, trace, **kwargs):
+        # what the extension's fusion pass does for nvFuser, which the stand-in is not among the executors to get
+        trace = copies_of_written_storage_stay_copies(trace, fusers=[fake_nvfuser])
         undeleted = from_trace(trace)
         undeleted.bound_symbols = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
 

@@ -300,3 +300,31 @@ class HoistWrites(Transform):
 class HoistReads(Transform):
     def transform_trace_post_optimization(self, trace, **kwargs):
         return hoist_reads(trace)
+
+
+# Copies that nvFuser would return as views of their input, read after a write of it (transforms/fresh_copies.py)
+
+
+def sum_of_one_element_then_write(a, b):  # the fuzzer's program on an H100 (cuda/found_4c28956511b5)
+    r = a.sum()
+    a.add_(b)
+    return r
+
+
+def clone_then_write(a, b):
+    c = a.clone()
+    a.mul_(b)
+    return c
+
+
+def max_over_a_size_one_axis_then_write(a, b):
+    m = a.amax(dim=1)
+    a.add_(b)
+    return m * 1, m
+
+
+COPIES_NVFUSER_WOULD_ALIAS = {
+    "sum of one element": (sum_of_one_element_then_write, (1,)),
+    "clone": (clone_then_write, (4,)),
+    "max over a size-1 axis": (max_over_a_size_one_axis_then_write, (3, 1)),
+}

@@ -19,6 +19,7 @@ from thunder.extend import FusionExecutor
 import thunder_ext
 from fake_nvfuser import fake_nvfuser, fake_nvfuser_jit, fusion_region
 from helpers import (
+    COPIES_NVFUSER_WOULD_ALIAS,
     assert_matches_eager,
     computation,
     pinned_operands_of_the_result,
@@ -31,6 +32,7 @@ from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, data_args, fused_writes, is_copy_to_out
 from thunder_ext.transforms.regions.rules import RegionOps
+from thunder_ext.transforms.fresh_copies import nvfuser_may_run_as_a_view
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 # Its own executors (a stand-in fusion executor), whatever thunder's defaults are.
@@ -455,3 +457,22 @@ def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_pri
     f = read_then_written_beside_a_free_read
     jfn = assert_matches_eager(f, torch.randn(3), torch.randn(3), jit=fake_nvfuser_jit)
     assert pinned_operands_of_the_result(thunder.last_traces(jfn)[-1]) == [True, False]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Copies that nvFuser would return as views of their input (transforms/fresh_copies.py)
+
+
+@pytest.mark.parametrize("name", COPIES_NVFUSER_WOULD_ALIAS)
+def test_a_copy_of_written_storage_keeps_the_old_value_where_nvfuser_would_return_a_view(name):
+    f, shape = COPIES_NVFUSER_WOULD_ALIAS[name]
+    jfn = assert_matches_eager(f, torch.randn(shape), torch.randn(shape), jit=fake_nvfuser_jit)
+    ran = thunder.last_traces(jfn)[-1].bound_symbols
+    assert not any(nvfuser_may_run_as_a_view(p) for r in ran if r.sym.is_fusion for p in r.subsymbols), ran
+
+
+def test_the_stand_in_returns_what_nvfuser_would_alias_as_a_view_of_its_input():
+    # what makes the test above able to fail: without a write nothing moves the sum out of the region
+    a = torch.randn(1)
+    r = fake_nvfuser_jit(lambda a: a.sum())(a)
+    assert r.untyped_storage().data_ptr() == a.untyped_storage().data_ptr()

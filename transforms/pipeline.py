@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from thunder_ext.executors import inplace_ex
 from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
+from thunder_ext.transforms.fresh_copies import copies_of_written_storage_stay_copies
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
 from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
@@ -75,6 +76,7 @@ PIPELINE: tuple[Stage, ...] = (
     Stage(Hook.FUSION, zeros_with_their_prims),
     Stage(Hook.FUSION, lines_inside_writes),
     Stage(Hook.FUSION, clone_saved_values_before_writes),
+    Stage(Hook.FUSION, copies_of_written_storage_stay_copies),
     Stage(Hook.FUSION, pin_reads_of_overwritten_storage),
     Stage(Hook.FUSION, keep_uncomputed_writes_out_of_regions),
     Stage(Hook.EXECUTION, saved_values_outlive_writes),

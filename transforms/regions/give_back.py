@@ -13,12 +13,9 @@ from dataclasses import dataclass
 from thunder.core import prims
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, Variable, variableify
-from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 from thunder.core.transform_common import dce
-from thunder.executors.passes import transform_for_execution
-from thunder.executors.torchex import ex as torch_ex
 
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.transforms.aliasing import (
@@ -30,6 +27,7 @@ from thunder_ext.transforms.aliasing import (
     may_fail_at_runtime,
 )
 from thunder_ext.transforms.regions.rules import RegionOps, rules_for
+from thunder_ext.transforms.traced import on_torch_executor
 
 
 @dataclass
@@ -100,7 +98,7 @@ def take_out(region: RegionOps, refused: list[BoundSymbol], fresh_number: int) -
     for w in refused:
         producer = region.producer(w.args[0])
         if producer is not None and isinstance(producer.output, TensorProxy) and not is_copy_to_out(producer):
-            taken[id(producer)] = _on_torch_executor(producer)
+            taken[id(producer)] = on_torch_executor(producer)
     pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)
     last_run = -1  # index in pieces of the latest run
     for op in ops:
@@ -114,7 +112,7 @@ def take_out(region: RegionOps, refused: list[BoundSymbol], fresh_number: int) -
     split, numbers = [], itertools.count(fresh_number)
     for k, (is_run, piece) in enumerate(pieces):
         if is_run and all(map(is_update_aliases, piece)):
-            piece = [b for op in piece for b in _on_torch_executor(op)]  # renames alone run no kernel
+            piece = [b for op in piece for b in on_torch_executor(op)]  # renames alone run no kernel
         elif is_run:
             later = [b for _, rest in pieces[k + 1 :] for b in rest]
             number = fusion_number(fusion) if k == 0 else next(numbers)
@@ -154,22 +152,6 @@ def _may_run_before(op: BoundSymbol, passed: list[BoundSymbol]) -> bool:
         return True
     results = {o.name for b in passed for o in b.flat_proxy_outs}
     return not (may_fail_at_runtime(op) or results.intersection(p.name for p in op.flat_proxy_args))
-
-
-def _names(bsym: BoundSymbol) -> set[str]:
-    own = {p.name for p in (*bsym.flat_proxy_args, *bsym.flat_proxy_outs)}
-    return own.union(*map(_names, bsym.subsymbols))
-
-
-def _on_torch_executor(bsym: BoundSymbol) -> list[BoundSymbol]:
-    """``bsym``, a thunder op as a region holds it, as thunder's PyTorch executor runs it, under its own
-    output name (thunder's processor names what it rewrites anew; the trace around reads the old name)."""
-    trace = TraceCtx()
-    trace.names.update(_names(bsym))
-    trace.bound_symbols = [bsym, prims.python_return.bind(bsym.output, output=None)]
-    *executed, ret = transform_for_execution(trace, (torch_ex,)).bound_symbols
-    renamed = {variableify(new): old for new, old in zip(tree_flatten(ret.args[0])[0], tree_flatten(bsym.output)[0])}
-    return [b.from_bsym_swap_proxies(renamed) for b in executed]
 
 
 def rebuild_without(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[BoundSymbol]:

@@ -4,7 +4,7 @@ index of one region's ops that every executor's rules read (the package's docstr
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -87,6 +87,8 @@ class RegionRules:
     # what runs before a region that keeps its writes, each op a rename of a region input, which the region
     # then reads (called within the trace's context, which names their results)
     ahead: Callable[[RegionOps], list[BoundSymbol]] = lambda region: []
+    # whether a region may return a copy of a region input as a view of it (nvFuser: transforms/fresh_copies.py)
+    returns_copies_as_views: bool = False
 
 
 _RULES: dict[Executor, RegionRules] = {}
@@ -100,6 +102,11 @@ def register_region_rules(executor: FusionExecutor, rules: RegionRules) -> None:
 def rules_for(fusion: BoundSymbol) -> RegionRules | None:
     """The rules of the executor whose region ``fusion`` is."""
     return _RULES.get(fusion.sym.executor)
+
+
+def fusers_returning_copies_as_views(executors: Iterable[Executor]) -> list[FusionExecutor]:
+    """Those of ``executors`` whose regions may return a copy of an input as a view of it."""
+    return [e for e in executors if (rules := _RULES.get(e)) is not None and rules.returns_copies_as_views]
 
 
 def elementwise_cone(region: RegionOps, write: BoundSymbol) -> set[int]:
