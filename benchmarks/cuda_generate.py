@@ -69,7 +69,10 @@ def runner(name: str, base: torch.nn.Module, device: torch.device) -> torch.nn.M
         if name == GRAPHS:
             from thunder.transforms.cudagraph import CUDAGraphTransform
 
-            compiled = thunder_ext.jit(model, transforms=[CUDAGraphTransform()])
+            # without autograd: thunder 0.2.6 differentiates a model whose parameters require grad even under
+            # inference_mode, and its CUDAGraphTransform then refuses a second forward compiled without a
+            # backward between ("called on augmented forward twice"): generate compiles prefill, then decode
+            compiled = thunder_ext.jit(model, transforms=[CUDAGraphTransform()], disable_torch_autograd=True)
         else:
             compiled = thunder_ext.jit(model)
         thunder_ext.set_kv_cache(compiled, batch_size=1, device=device, dtype=torch.bfloat16)

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # GPU check (docs/gpu.md): everything the CUDA machine should show, in one call of limited time. Side by side,
 # each under the same deadline:
-#   - first, scripts/gpu_probe.py (the last run's open question), into log.txt;
+#   - first, scripts/gpu_probe.py (what nvFuser returns as a view of its input), into log.txt;
 #   - tests/test_gpu.py, with nvFuser where it loads and with the PyTorch executor, under both executor sets, and
 #     the fuzzer's programs found on CUDA (test_regression_on_cuda);
-#   - thunder's own litgpt KV-cache variants on CUDA, with --thunder-ext and stock;
-#   - the Adam benchmark case on CUDA (--quick);
-#   - litgpt's generate, bf16 (benchmarks/cuda_generate.py): the demo model and SmolLM2-135M's config at
-#     max_seq_length 2048 and 8192, one process each;
-#   - the differential fuzzer on CUDA tensors (nvFuser regions), seeded, until the deadline: without grad, and
-#     with inputs that require grad.
+#   - thunder's own litgpt KV-cache variants on CUDA, with --thunder-ext;
+#   - where an Adam step's time goes (scripts/gpu_adam_profile.py: eager, thunder.jit, thunder_ext.jit);
+#   - litgpt's generate, bf16 (benchmarks/cuda_generate.py): SmolLM2-135M's config (30 layers) and the demo model
+#     at max_seq_length 2048, eager against the growing cache (the demo also under thunder's CUDA graphs);
+#   - the differential fuzzer on CUDA tensors (nvFuser regions), seeded, niced, until the deadline: without grad,
+#     and with inputs that require grad.
 # Benchmark processes time one at a time (THUNDER_EXT_TIMING_LOCK); the others may compile meanwhile.
 # What comes back is raw (logs, junit XML, JSON lines); scripts/gpu_results.py turns it into docs/gpu_results.md.
 #
@@ -71,15 +71,12 @@ run "tests/test_gpu.py" "$R/test_gpu.log" "${PY[@]}" -m pytest tests/test_gpu.py
     tests/test_fuzz_against_eager.py::test_regression_on_cuda -q -rfEs -p no:cacheprovider \
     -n 4 "${TIMEOUT_FLAGS[@]}" --junitxml="$R/test_gpu.xml"
 # from /tmp, so that this project's pytest settings do not apply (docs/thunder_suites.md)
-run "thunder's litgpt KV-cache variants" "$R/thunder_suite.log" bash -c 'cd /tmp && for flag in --thunder-ext ""; do
-        echo "== thunder.tests.test_jit_general -k \"litgpt_variants_kvcache and cuda\" ${flag:-(stock thunder)}"
-        "$@" -m pytest -q -rfEs -p no:cacheprovider -n 2 $flag --pyargs thunder.tests.test_jit_general \
-            -k "litgpt_variants_kvcache and cuda"
-    done' _ "${PY[@]}"
-run "adam" "$R/adam.log" "${PY[@]}" -m thunder_ext.benchmarks --device "$DEVICE" --cases adam --quick \
-    --out /tmp/gpu-check-adam
-for config in "demo 2048 eager,growing,stock,dynamic,graphs" "demo 8192 eager,growing,stock,dynamic" \
-    "SmolLM2-135M 2048 eager,growing,dynamic" "SmolLM2-135M 8192 eager,growing"; do
+run "thunder's litgpt KV-cache variants" "$R/thunder_suite.log" bash -c 'cd /tmp &&
+        echo "== thunder.tests.test_jit_general -k \"litgpt_variants_kvcache and cuda\" --thunder-ext"
+        "$@" -m pytest -q -rfEs -p no:cacheprovider -n 2 --thunder-ext --pyargs thunder.tests.test_jit_general \
+            -k "litgpt_variants_kvcache and cuda"' _ "${PY[@]}"
+run "adam profile" "$R/adam_profile.log" "${PY[@]}" scripts/gpu_adam_profile.py --device "$DEVICE"
+for config in "SmolLM2-135M 2048 eager,growing" "demo 2048 eager,growing,graphs"; do
     set -- $config
     # the timed calls need a minute after the last compilation
     run "generate $1 $2" "$R/generate.log" "${PY[@]}" -m thunder_ext.benchmarks.cuda_generate --device "$DEVICE" \
@@ -87,7 +84,7 @@ for config in "demo 2048 eager,growing,stock,dynamic,graphs" "demo 8192 eager,gr
 done
 FUZZ_K="test_random_inplace_programs_match_eager and not fake"
 for seed in 1 3; do  # 3: inputs that require grad
-    run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" env THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
+    run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" nice -n 15 env THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
         THUNDER_EXT_FUZZ_EXAMPLES=100000 THUNDER_EXT_FUZZ_TALLY="/tmp/gpu-check-fuzz-$seed.tally" \
         "${PY[@]}" -m pytest tests/test_fuzz_against_eager.py -q -p no:cacheprovider -p no:randomly \
         --executor-set defaults -k "$FUZZ_K and $([ $seed = 3 ] && echo '' || echo not) require_grad" \

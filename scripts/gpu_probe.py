@@ -1,8 +1,9 @@
-"""What the next GPU run should look at first: the wrong value the fuzzer found with nvFuser
-(tests/fuzz_regressions/cuda/found_4c28956511b5.py, a strict known failure). The guess (docs/gpu.md): nvFuser
-returns a reduction over a size-1 axis as a view of its input, so a write into the input after the region
-changes what the region returned. This prints whether that storage is shared, and the final trace and the
-decisions of the failing program, so the guess is confirmed or dropped in one short run.
+"""What the GPU run looks at first: the wrong value the fuzzer found with nvFuser
+(tests/fuzz_regressions/cuda/found_4c28956511b5.py). The finding (nvFuser's source, transforms/fresh_copies.py):
+nvFuser runs a reduction over size-1 axes as a squeeze and a clone as a set, and returns both as views of the
+region's input, so a write into the input after the region changes what the region returned. This prints
+whether stock thunder's nvFuser regions share that storage, and the final trace, decisions and value of the
+fuzzer's program under thunder_ext, so the finding and its fix are confirmed or refuted in one short run.
 
     python scripts/gpu_probe.py   (on a CUDA machine; scripts/gpu_check.sh runs it into its log)
 """
@@ -26,11 +27,14 @@ def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def main() -> None:
     adapt_thunder()  # nvFuser 0.2.36's layout descriptor (thunder026/adapt.py), else no region runs
-    a0 = torch.randn(1, device="cuda")
-    total = thunder.jit(lambda a: a.sum())
-    result = total(a0)
-    print("PROBE stock thunder.jit, sum of a one-element tensor: shares its storage:", shares_storage(result, a0))
-    print(thunder.last_traces(total)[-1])
+    for what, fn, a in (
+        ("sum of a one-element tensor", lambda a: a.sum(), torch.randn(1, device="cuda")),
+        ("clone", lambda a: a.clone(), torch.randn(4, device="cuda")),
+        ("amax over a size-1 axis", lambda a: a.amax(1), torch.randn(3, 1, device="cuda")),
+    ):
+        jitted = thunder.jit(fn)
+        print(f"PROBE stock thunder.jit, {what}: shares its input's storage:", shares_storage(jitted(a), a))
+        print(thunder.last_traces(jitted)[-1])
 
     found = runpy.run_path(str(FOUND))  # the saved program itself, as test_regression_on_cuda replays it
     program, make_args = found["program"], found["make_args"]
