@@ -83,8 +83,12 @@ for config in "SmolLM2-135M 2048 eager,growing" "demo 2048 eager,growing,graphs"
         --model "$1" --length "$2" --runners "$3" --time-by $((DEADLINE - 60)) --out "$R/generate.jsonl"
 done
 FUZZ_K="test_random_inplace_programs_match_eager and not fake"
+# the fuzzer saves what fails into tests/fuzz_regressions/cuda: in a copy of the tree, so that the test run above,
+# collecting that folder on several workers, does not see it change (it did: "Different tests were collected")
+FUZZ_TREE=/tmp/gpu-check-fuzz-tree
+rm -rf "$FUZZ_TREE" && mkdir -p "$FUZZ_TREE" && cp -r tests pyproject.toml "$FUZZ_TREE"/
 for seed in 1 3; do  # 3: inputs that require grad
-    run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" nice -n 15 env THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
+    run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" nice -n 15 env -C "$FUZZ_TREE" THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
         THUNDER_EXT_FUZZ_EXAMPLES=100000 THUNDER_EXT_FUZZ_TALLY="/tmp/gpu-check-fuzz-$seed.tally" \
         "${PY[@]}" -m pytest tests/test_fuzz_against_eager.py -q -p no:cacheprovider -p no:randomly \
         --executor-set defaults -k "$FUZZ_K and $([ $seed = 3 ] && echo '' || echo not) require_grad" \
@@ -98,7 +102,7 @@ wait "${STEPS[@]}"
         tail -n 40 "/tmp/gpu-check-fuzz-$seed.log"
     done
     echo "== failing programs saved"
-    find tests/fuzz_regressions -type f -newer /tmp/gpu-check-start | while read -r path; do
+    find "$FUZZ_TREE/tests/fuzz_regressions" -type f -newer /tmp/gpu-check-start | while read -r path; do
         echo "--- $path"
         cat "$path"
     done

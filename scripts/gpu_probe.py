@@ -1,5 +1,5 @@
 """What the GPU run looks at first: the wrong value the fuzzer found with nvFuser
-(tests/fuzz_regressions/cuda/found_4c28956511b5.py). The finding (nvFuser's source, transforms/fresh_copies.py):
+(tests/fuzz_regressions/cuda/found_4c28956511b5.py). The finding (nvFuser's source, transforms/aliasing_as_traced.py):
 nvFuser runs a reduction over size-1 axes as a squeeze and a clone as a set, and returns both as views of the
 region's input, so a write into the input after the region changes what the region returned. This prints
 whether stock thunder's nvFuser regions share that storage, and the final trace, decisions and value of the

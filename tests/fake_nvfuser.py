@@ -29,7 +29,7 @@ import thunder_ext
 from thunder_ext.transforms.regions.nvfuser import NVFUSER_RULES
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, is_view_op, tensor_args
-from thunder_ext.transforms.fresh_copies import copies_of_written_storage_stay_copies, nvfuser_may_run_as_a_view
+from thunder_ext.transforms.aliasing_as_traced import nvfuser_may_run_as_a_view, written_storage_aliased_as_traced
 from thunder_ext.transforms.regions.rules import register_region_rules
 
 
@@ -51,7 +51,7 @@ def runnable(bsyms, inputs, outputs):
 
 def nvfuser_alias_of(bsyms, inputs, output):
     """The position among ``inputs`` of the region input nvFuser would return ``output`` a view of: one reached
-    through copies it runs as meta ops (a clone, a reduction over size-1 axes, ``fresh_copies``' list) and views
+    through copies it runs as meta ops (a clone, a reduction over size-1 axes: ``aliasing_as_traced``) and views
     that keep every element (a slice is not imitated); None if none."""
     producers = {o.name: b for b in bsyms for o in b.flat_proxy_outs}
     names = [a.name for a in inputs]
@@ -135,7 +135,7 @@ class FakeFusionPass(Transform):
 
     def transform_trace_post_optimization(self, trace, **kwargs):
         # what the extension's fusion pass does for nvFuser, which the stand-in is not among the executors to get
-        trace = copies_of_written_storage_stay_copies(trace, fusers=[fake_nvfuser])
+        trace = written_storage_aliased_as_traced(trace, fusers=[fake_nvfuser])
         undeleted = from_trace(trace)
         undeleted.bound_symbols = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
 

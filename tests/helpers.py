@@ -302,7 +302,7 @@ class HoistReads(Transform):
         return hoist_reads(trace)
 
 
-# Copies that nvFuser would return as views of their input, read after a write of it (transforms/fresh_copies.py)
+# Copies that nvFuser would return as views of their input, read after a write of it (transforms/aliasing_as_traced.py)
 
 
 def sum_of_one_element_then_write(a, b):  # the fuzzer's program on an H100 (cuda/found_4c28956511b5)

@@ -191,7 +191,7 @@ def test_a_reader_of_the_old_value_next_to_the_write(executors):
 @pytest.mark.parametrize("name", ["sum of one element", "clone", "max over a size-1 axis"])
 def test_a_copy_of_written_storage_that_nvfuser_would_return_as_a_view(name, executors):
     # nvFuser's alias analysis returns a clone, or a reduction over size-1 axes, of a region input as a view of it:
-    # found by the fuzzer on an H100, the sum returned after the write was the new one (transforms/fresh_copies.py)
+    # found by the fuzzer on an H100, the sum returned after the write was the new one (transforms/aliasing_as_traced.py)
     f, shape = COPIES_NVFUSER_WOULD_ALIAS[name]
     run_against_eager(f, cuda(*shape), cuda(*shape), executors=executors)
 

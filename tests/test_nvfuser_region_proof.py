@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 import thunder
+import thunder.torch as ltorch
 from thunder.core import dtypes, prims
 from thunder.core.devices import cpu
 from thunder.core.proxies import TensorProxy
+from thunder.executors.torchex import ex as torch_ex
 from thunder.extend import FusionExecutor
 
 import thunder_ext
@@ -32,7 +34,7 @@ from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, data_args, fused_writes, is_copy_to_out
 from thunder_ext.transforms.regions.rules import RegionOps
-from thunder_ext.transforms.fresh_copies import nvfuser_may_run_as_a_view
+from thunder_ext.transforms.aliasing_as_traced import nvfuser_may_run_as_a_view, written_storage_aliased_as_traced
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 # Its own executors (a stand-in fusion executor), whatever thunder's defaults are.
@@ -460,7 +462,7 @@ def test_the_fusion_pass_receives_what_a_write_overwrites_pinned_down_to_its_pri
 
 
 # ---------------------------------------------------------------------------------------------------
-# Copies that nvFuser would return as views of their input (transforms/fresh_copies.py)
+# Copies that nvFuser would return as views of their input (transforms/aliasing_as_traced.py)
 
 
 @pytest.mark.parametrize("name", COPIES_NVFUSER_WOULD_ALIAS)
@@ -476,3 +478,25 @@ def test_the_stand_in_returns_what_nvfuser_would_alias_as_a_view_of_its_input():
     a = torch.randn(1)
     r = fake_nvfuser_jit(lambda a: a.sum())(a)
     assert r.untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
+
+
+class _FusesAnything(FusionExecutor):
+    def can_fuse(self, bsym):
+        return True
+
+
+def test_ops_of_written_storage_that_nvfuser_aliases_otherwise_leave_its_regions():
+    # thunder's diagonal is a view made of a take, which nvFuser returned as a copy: a write through it was lost on
+    # an H100 (cuda/found_2096e1fb38e9); a clone of written storage it returns as a view. Both run on the PyTorch
+    # executor; the view that nvFuser keeps a view, the copy of storage nobody writes, and the write stay.
+    with tracing("a", "b", shape=(3, 3)) as (trace, (a, b)):
+        r = ltorch.mul(a, -2.0)
+        kept_view = ltorch.transpose(r, 0, 1)
+        diagonal = ltorch.diagonal(r)
+        saved = ltorch.clone(r)
+        unwritten = ltorch.clone(b)
+        copy_to_out_(ltorch.full_like(diagonal, -2.0), out=diagonal)
+    ran = written_storage_aliased_as_traced(trace, fusers=[_FusesAnything("anything")])
+    on_torch = {o.name for op in ran.bound_symbols if op.sym.executor is torch_ex for o in op.flat_proxy_outs}
+    assert on_torch == {diagonal.name, saved.name}, ran
+    assert written_storage_aliased_as_traced(trace, fusers=[]) is trace

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from thunder_ext.executors import inplace_ex
 from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
-from thunder_ext.transforms.fresh_copies import copies_of_written_storage_stay_copies
+from thunder_ext.transforms.aliasing_as_traced import written_storage_aliased_as_traced
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
 from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
@@ -76,7 +76,7 @@ PIPELINE: tuple[Stage, ...] = (
     Stage(Hook.FUSION, zeros_with_their_prims),
     Stage(Hook.FUSION, lines_inside_writes),
     Stage(Hook.FUSION, clone_saved_values_before_writes),
-    Stage(Hook.FUSION, copies_of_written_storage_stay_copies),
+    Stage(Hook.FUSION, written_storage_aliased_as_traced),
     Stage(Hook.FUSION, pin_reads_of_overwritten_storage),
     Stage(Hook.FUSION, keep_uncomputed_writes_out_of_regions),
     Stage(Hook.EXECUTION, saved_values_outlive_writes),

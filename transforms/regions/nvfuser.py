@@ -101,7 +101,7 @@ NVFUSER_RULES = RegionRules(
     blocker=nvfuser_write_blocker,
     how="in place in an nvFuser region",
     kept="`{region}` computes `{computed}` straight into `{out}`'s buffer",
-    returns_copies_as_views=True,
+    aliases_by_prims=True,
 )
 
 

@@ -87,8 +87,9 @@ class RegionRules:
     # what runs before a region that keeps its writes, each op a rename of a region input, which the region
     # then reads (called within the trace's context, which names their results)
     ahead: Callable[[RegionOps], list[BoundSymbol]] = lambda region: []
-    # whether a region may return a copy of a region input as a view of it (nvFuser: transforms/fresh_copies.py)
-    returns_copies_as_views: bool = False
+    # whether a region aliases what its ops' prims alias, not what thunder's semantics says (nvFuser:
+    # transforms/aliasing_as_traced.py)
+    aliases_by_prims: bool = False
 
 
 _RULES: dict[Executor, RegionRules] = {}
@@ -104,9 +105,9 @@ def rules_for(fusion: BoundSymbol) -> RegionRules | None:
     return _RULES.get(fusion.sym.executor)
 
 
-def fusers_returning_copies_as_views(executors: Iterable[Executor]) -> list[FusionExecutor]:
-    """Those of ``executors`` whose regions may return a copy of an input as a view of it."""
-    return [e for e in executors if (rules := _RULES.get(e)) is not None and rules.returns_copies_as_views]
+def fusers_aliasing_by_prims(executors: Iterable[Executor]) -> list[FusionExecutor]:
+    """Those of ``executors`` whose regions alias what their ops' prims alias (``RegionRules.aliases_by_prims``)."""
+    return [e for e in executors if (rules := _RULES.get(e)) is not None and rules.aliases_by_prims]
 
 
 def elementwise_cone(region: RegionOps, write: BoundSymbol) -> set[int]:

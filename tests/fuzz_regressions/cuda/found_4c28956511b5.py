@@ -1,6 +1,6 @@
 # found: with nvFuser the sum of a0, read before a0's write, returned the new value (H100, 2026-11-26): nvFuser runs
-# a reduction over size-1 axes as a squeeze, which its alias analysis returns as a view of a0; transforms/fresh_copies.py
-# now keeps such copies of written storage out of its regions (to be confirmed on a GPU)
+# a reduction over size-1 axes as a squeeze, which its alias analysis returns as a view of a0; transforms/aliasing_as_traced.py
+# now keeps such copies of written storage out of its regions (confirmed on an H100, 2026-11-26)
 # AssertionError: Scalars are not close!
 # 
 # Expected -0.9246624112129211 but got -0.7438365817070007.

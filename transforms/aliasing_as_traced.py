@@ -1,0 +1,109 @@
+"""Written storage is shared at run time as the trace shares it, even where nvFuser would share it otherwise.
+
+Rule (``written_storage_aliased_as_traced``, in ``inplace_ex``'s fusion pass, after the saved-value clones are
+made): an op that nvFuser would run with other aliasing than thunder's semantics gives it (below) runs on the
+PyTorch executor, out of any region, where it reads a storage that a write of the trace overwrites and nvFuser
+could fuse it (a fusion executor whose ``RegionRules`` say ``aliases_by_prims``).
+
+Why: nvFuser runs an op as its prims, and aliases what its prims alias. Its alias analysis returns a region's
+output as a view of a region input wherever only "meta" ops lie between them (reshape, ``set``, slice, broadcast,
+squeeze, expand), so
+
+- a copy may come back as a view: it builds thunder's ``clone`` as a ``set``, a reduction over size-1
+  (broadcast) axes as a ``squeeze``, one of a 0-d tensor or a conversion to the dtype a tensor has as a ``set``.
+  A later write of the input changes what the region returned: on an H100, ``r = a0.sum(); a0.add_(a1); return r``
+  with a one-element ``a0`` returned the new sum (``tests/fuzz_regressions/cuda/found_4c28956511b5.py``; stock
+  thunder's regions return such a sum, clone or ``amax`` as views too), and a clone the backward reads
+  (``transforms/saved_for_backward.py``) would be no copy;
+- a view may come back as a copy: thunder's ``diagonal`` is a view made of a ``take``, a gather. A write through it
+  was lost on an H100 (``r1 = a0 * -2; r1.diagonal().fill_(-2); return r1``, cuda/found_2096e1fb38e9).
+
+The PyTorch executor's ops alias as thunder's semantics says. What it costs: such an op moves no more than its
+input's bytes, and only one that reads written storage leaves the regions (a kernel of its own where a region
+held it); what a region computes from its result, it computes as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from thunder.core.compile_data import get_compile_data
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import TensorProxy
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.extend import FusionExecutor
+
+from thunder_ext.transforms.aliasing import Aliases, is_view_op, located_at, tensor_args, written_tensors
+from thunder_ext.transforms.regions.rules import fusers_aliasing_by_prims
+from thunder_ext.transforms.traced import on_torch_executor
+
+_REDUCTIONS = frozenset({PrimIDs.SUM, PrimIDs.PROD, PrimIDs.AMAX, PrimIDs.AMIN})
+
+
+def _prims(bsym: BoundSymbol) -> list[BoundSymbol]:
+    return [bsym] if bsym.sym.is_prim or not bsym.subsymbols else [p for s in bsym.subsymbols for p in _prims(s)]
+
+
+def nvfuser_may_run_as_a_view(prim: BoundSymbol) -> bool:
+    """Whether nvFuser may run ``prim``, a copy in thunder's semantics, as a meta op of its input."""
+    if prim.sym.id in (PrimIDs.CLONE, PrimIDs.STRIDE_ORDER):
+        return True
+    (a, *_) = tensor_args(prim) or (None,)
+    if not isinstance(a, TensorProxy) or not isinstance(prim.output, TensorProxy):
+        return False
+    if prim.sym.id == PrimIDs.CONVERT_ELEMENT_TYPE:
+        return prim.output.dtype == a.dtype
+    if prim.sym.id in _REDUCTIONS:
+        dims = prim.args[1]
+        return a.ndim == 0 or all(a.shape[d] == 1 for d in dims)
+    return False
+
+
+def nvfuser_aliases_otherwise(bsym: BoundSymbol) -> bool:
+    """Whether nvFuser, running ``bsym`` as its prims, may alias its result otherwise than thunder's semantics does:
+    a copy whose prims are views and copies nvFuser runs as meta ops (one of the latter at least), or a view
+    some of whose prims are no views."""
+    copies = [p for p in _prims(bsym) if not is_view_op(p)]
+    if is_view_op(bsym):
+        return bool(copies)
+    return bool(copies) and all(map(nvfuser_may_run_as_a_view, copies))
+
+
+def written_storage_aliased_as_traced(trace: TraceCtx, *, fusers: Sequence[FusionExecutor] | None = None) -> TraceCtx:
+    """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, that one of ``fusers`` (by
+    default those of the compilation's executors whose rules say they alias by prims) could fuse, and whose
+    input shares storage with a tensor a write of the trace overwrites (the module's rule). Runs on the trace
+    the fusion passes receive."""
+    if fusers is None:
+        fusers = fusers_aliasing_by_prims(getattr(get_compile_data(), "executors_list", ()))
+    written = [w for b in trace.bound_symbols for w in written_tensors(b)]
+    if not fusers or not written:
+        return trace
+    aliases = Aliases(trace.bound_symbols)
+    overwritten = {aliases.storage_key(w) for w in written}
+
+    def aliased_otherwise(bsym: BoundSymbol) -> bool:
+        args = tensor_args(bsym)
+        return (
+            bool(args)
+            and aliases.storage_key(args[0]) in overwritten
+            and nvfuser_aliases_otherwise(bsym)
+            and any(f.can_fuse(bsym) for f in fusers)
+        )
+
+    bsyms: list[BoundSymbol] = []
+    moved = False
+    for bsym in trace.bound_symbols:
+        if aliased_otherwise(bsym):
+            # without subsymbols: ``Executor.can_fuse`` looks through an op to them
+            bsyms += [located_at(b.from_bsym(subsymbols=[]), bsym) for b in on_torch_executor(bsym)]
+            moved = True
+        else:
+            bsyms.append(bsym)
+    if not moved:
+        return trace
+    new = from_trace(trace)
+    new.bound_symbols = bsyms
+    new.set_provenance(TraceProvenance("Written storage aliased as traced (thunder_ext)"))
+    return new
