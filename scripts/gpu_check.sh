@@ -67,8 +67,9 @@ run() {  # run NAME LOG CMD...: in the background, stopped at the deadline (SIGI
     STEPS+=($!)
 }
 
+# -v: each test's outcome is in the log as it ends, for a run stopped before pytest's summary (one was)
 run "tests/test_gpu.py" "$R/test_gpu.log" "${PY[@]}" -m pytest tests/test_gpu.py \
-    tests/test_fuzz_against_eager.py::test_regression_on_cuda -q -rfEs -p no:cacheprovider \
+    tests/test_fuzz_against_eager.py::test_regression_on_cuda -v -rfEs -p no:cacheprovider \
     -n 4 "${TIMEOUT_FLAGS[@]}" --junitxml="$R/test_gpu.xml"
 # from /tmp, so that this project's pytest settings do not apply (docs/thunder_suites.md)
 run "thunder's litgpt KV-cache variants" "$R/thunder_suite.log" bash -c 'cd /tmp &&

@@ -1,10 +1,11 @@
 """Write docs/gpu_results.md from what scripts/gpu_check.sh left in its results folder (the device tool's $OUT).
 
-    python scripts/gpu_results.py FOLDER [--out docs/gpu_results.md]
+    python scripts/gpu_results.py FOLDER [FOLDER ...] [--out docs/gpu_results.md]   (newest run first)
 
-Everything in the page comes from those files: the machine and versions (the ``ENV`` line of log.txt), each test
-of tests/test_gpu.py (test_gpu.xml), thunder's KV-cache variants (thunder_suite.log), the Adam table (adam.log),
-litgpt's generate (generate.jsonl), the fuzzer's tallies (fuzz.log), and how each step ended (log.txt).
+Everything in the page comes from those files, one part per run: the machine and versions (the ``ENV`` line of
+log.txt), the probe's findings (its ``PROBE`` lines), each test of tests/test_gpu.py (test_gpu.xml), thunder's
+KV-cache variants (thunder_suite.log), the Adam table (adam.log) or profile (adam_profile.log), litgpt's generate
+(generate.jsonl), the fuzzer's tallies (fuzz.log), and how each step ended (log.txt).
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ def _env(folder: Path) -> dict:
 def _tests(folder: Path) -> list[str]:
     path = folder / "test_gpu.xml"
     if not path.exists():
-        return ["No junit XML came back: the run ended before pytest wrote it; see test_gpu.log."]
+        log = folder / "test_gpu.log"
+        marks = "".join(
+            line.split(" [")[0] for line in (log.read_text().splitlines() if log.exists() else ()) if re.fullmatch(r"[.FEsxX]+( +\[ *\d+%\])?", line.strip())
+        )
+        seen = f" Its progress marks: {marks.count('.')} passed, {marks.count('F')} failed, {marks.count('E')} errors, " \
+            f"{marks.count('s')} skipped (pytest -q names no test before its summary)." if marks else ""
+        failed = sorted({m.group(2) for m in re.finditer(r"\] (FAILED|ERROR) (\S+)", log.read_text() if log.exists() else "")})
+        return [f"No junit XML came back: the run ended before pytest wrote it; see test_gpu.log.{seen}",
+                *([""] + [f"- failed: `{name}`" for name in failed] if failed else [])]  # fmt: skip
     cases = sorted(ET.parse(path).getroot().iter("testcase"), key=lambda case: case.get("name"))
     rows, counts = [], {"passed": 0, "failure": 0, "error": 0, "skipped": 0}
     for case in cases:
@@ -80,55 +89,83 @@ def _generate(folder: Path) -> list[str]:
     return [f"Machine: {machine}. New tokens per call: {records[0]['new_tokens'] if records else '-'}.", "", *lines]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path)
-    parser.add_argument("--out", type=Path, default=Path("docs/gpu_results.md"))
-    args = parser.parse_args()
-    folder = args.folder
-    env = _env(folder)
-    read = lambda name: (folder / name).read_text() if (folder / name).exists() else ""  # noqa: E731
+def _probe(log: str) -> list[str]:
+    return [f"- {line[len('PROBE '):]}" for line in log.splitlines() if line.startswith("PROBE ")]
+
+
+def _adam_profile(text: str) -> list[str]:
+    records = [json.loads(line[len("ADAM_PROFILE ") :]) for line in text.splitlines() if line.startswith("ADAM_PROFILE ")]
+    if not records:
+        return []
+    lines = [
+        (
+            "| runner | first call s | ms per step | host ms in thunder's computation | kernels | kernel ms | "
+            "top host ops (name, calls, ms) |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in records:
+        if "error" in r:
+            lines.append(f"| {r['runner']} | - | - | - | - | - | {r['error'].replace('|', '/')[:200]} |")
+            continue
+        ops = "; ".join(f"{name[:60]} ({n}, {ms})" for name, n, ms in r["top_host_ops"][:4]).replace("|", "/")
+        lines.append(
+            f"| {r['runner']} | {r['first_call_s']} | {r['step_ms']} | {r['computation_host_ms'] or '-'} | "
+            f"{r['kernels']} | {r['kernel_ms']} | {ops} |"
+        )
+    return [f"{records[0].get('params', '?')} parameters of {records[0].get('numel', '?')} elements, float32:", "", *lines]
+
+
+def run_section(folder: Path) -> list[str]:
+    """The page's part for one run: what its files hold (a part a run did not return is left out)."""
+    read = lambda name: (folder / name).read_text() if (folder / name).exists() else ""
     log = read("log.txt")
+    env = _env(folder)
     steps = [line.split("] ", 1)[1] for line in log.splitlines() if line.startswith("[gpu_check") and "end " in line]
+    steps += [line for line in log.splitlines() if re.match(r"\w+ exit \d+", line)]  # a run by hand: "tests exit 0 at 90s"
     # the case's table and its targets; the suite's page of every case's targets (linking pages not here) after it
     adam = [line for line in read("adam.log").split("\n| case |")[0].splitlines() if line.startswith("|")]
-    page = [
-        "# GPU check: results",
+    parts = [
+        f"## Run `{folder}`",
         "",
-        f"Written by `scripts/gpu_results.py` from `{folder}`, the files `scripts/gpu_check.sh` returned; what each "
-        "part covers and what it means, what earlier runs showed and what was fixed: [gpu.md](gpu.md).",
-        "",
-        "| | |",
-        "| --- | --- |",
-        *(f"| {k} | {v} |" for k, v in env.items()),
-        "",
-        "How each step ended (exit 124: stopped at the run's deadline):",
+        *(["| | |", "| --- | --- |", *(f"| {k} | {v} |" for k, v in env.items()), ""] if env else []),
+        "How each step ended (exit 124: stopped at the run's deadline; 137: killed at it):",
         "",
         *(f"- {s}" for s in steps),
         "",
-        "## tests/test_gpu.py",
+    ]
+    if probe := _probe(log):
+        parts += ["### Probe (`scripts/gpu_probe.py`)", "", *probe, ""]
+    parts += ["### tests/test_gpu.py", "", *_tests(folder), ""]
+    if summaries := _pytest_summaries(read("thunder_suite.log")):
+        parts += ["### thunder's litgpt KV-cache variants on CUDA", "", *summaries, ""]
+    if adam:
+        parts += ["### Adam step (`python -m thunder_ext.benchmarks --device cuda --cases adam --quick`)", "", *adam, ""]
+    if profile := _adam_profile(read("adam_profile.log")):
+        parts += ["### Where an Adam step's time goes (`scripts/gpu_adam_profile.py`)", "", *profile, ""]
+    if (folder / "generate.jsonl").exists():
+        parts += ["### litgpt's generate, bf16 (`benchmarks/cuda_generate.py`)", "", *_generate(folder), ""]
+    if fuzz := [line for line in read("fuzz.log").splitlines() if line.startswith("==") or re.match(r"\s+\d+ ", line)]:
+        parts += ["### Differential fuzzer on CUDA tensors", "", "```", *fuzz, "```", ""]
+    return parts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folders", type=Path, nargs="+", help="results folders, newest first")
+    parser.add_argument("--out", type=Path, default=Path("docs/gpu_results.md"))
+    args = parser.parse_args()
+    page = [
+        "# GPU check: results",
         "",
-        *_tests(folder),
-        "",
-        "## thunder's litgpt KV-cache variants on CUDA",
-        "",
-        *_pytest_summaries(read("thunder_suite.log")),
-        "",
-        "## Adam step (`python -m thunder_ext.benchmarks --device cuda --cases adam --quick`)",
-        "",
-        *(adam or ["No table came back; see adam.log."]),
-        "",
-        "## litgpt's generate, bf16 (`benchmarks/cuda_generate.py`)",
-        "",
-        *_generate(folder),
-        "",
-        "## Differential fuzzer on CUDA tensors",
-        "",
-        "```",
-        *[line for line in read("fuzz.log").splitlines() if line.startswith("==") or re.match(r"\s+\d+ ", line)],
-        "```",
+        (
+            "Written by `scripts/gpu_results.py` from the files `scripts/gpu_check.sh` returned, newest run first; "
+            "what each part covers and what it means, what earlier runs showed and what was fixed: [gpu.md](gpu.md)."
+        ),
         "",
     ]
+    for folder in args.folders:
+        page += run_section(folder)
     args.out.write_text("\n".join(page))
     print(f"wrote {args.out}")
 
