@@ -135,7 +135,7 @@ class FakeFusionPass(Transform):
 
     def transform_trace_post_optimization(self, trace, **kwargs):
         # what the extension's fusion pass does for nvFuser, which the stand-in is not among the executors to get
-        trace = written_storage_aliased_as_traced(trace, fusers=[fake_nvfuser])
+        trace = written_storage_aliased_as_traced(trace, executors=[fake_nvfuser])
         undeleted = from_trace(trace)
         undeleted.bound_symbols = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
 

@@ -3,7 +3,7 @@
 Rule (``written_storage_aliased_as_traced``, in ``inplace_ex``'s fusion pass, after the saved-value clones are
 made): an op that nvFuser would run with other aliasing than thunder's semantics gives it (below) runs on the
 PyTorch executor, out of any region, where it reads a storage that a write of the trace overwrites and nvFuser
-could fuse it (a fusion executor whose ``RegionRules`` say ``aliases_by_prims``).
+would fuse it (the first fusion executor that can fuse it is one whose ``RegionRules`` say ``aliases_by_prims``).
 
 Why: nvFuser runs an op as its prims, and aliases what its prims alias. Its alias analysis returns a region's
 output as a view of a region input wherever only "meta" ops lie between them (reshape, ``set``, slice, broadcast,
@@ -32,10 +32,10 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
-from thunder.extend import FusionExecutor
+from thunder.extend import Executor, FusionExecutor
 
 from thunder_ext.transforms.aliasing import Aliases, is_view_op, located_at, tensor_args, written_tensors
-from thunder_ext.transforms.regions.rules import fusers_aliasing_by_prims
+from thunder_ext.transforms.regions.rules import aliases_by_prims
 from thunder_ext.transforms.traced import on_torch_executor
 
 _REDUCTIONS = frozenset({PrimIDs.SUM, PrimIDs.PROD, PrimIDs.AMAX, PrimIDs.AMIN})
@@ -70,27 +70,27 @@ def nvfuser_aliases_otherwise(bsym: BoundSymbol) -> bool:
     return bool(copies) and all(map(nvfuser_may_run_as_a_view, copies))
 
 
-def written_storage_aliased_as_traced(trace: TraceCtx, *, fusers: Sequence[FusionExecutor] | None = None) -> TraceCtx:
-    """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, that one of ``fusers`` (by
-    default those of the compilation's executors whose rules say they alias by prims) could fuse, and whose
-    input shares storage with a tensor a write of the trace overwrites (the module's rule). Runs on the trace
-    the fusion passes receive."""
-    if fusers is None:
-        fusers = fusers_aliasing_by_prims(getattr(get_compile_data(), "executors_list", ()))
+def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Executor] | None = None) -> TraceCtx:
+    """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, whose input shares storage with
+    a tensor a write of the trace overwrites, and which the first fusion executor of ``executors`` (by default the
+    compilation's) that can fuse it would fuse aliasing by prims (the module's rule; an earlier fusion executor,
+    thunder's torch.compile executor ahead of nvFuser, groups the op first). Runs on the trace the fusion passes
+    receive."""
+    if executors is None:
+        executors = getattr(get_compile_data(), "executors_list", ())
+    fusers = [e for e in executors if isinstance(e, FusionExecutor)]
     written = [w for b in trace.bound_symbols for w in written_tensors(b)]
-    if not fusers or not written:
+    if not any(map(aliases_by_prims, fusers)) or not written:
         return trace
     aliases = Aliases(trace.bound_symbols)
     overwritten = {aliases.storage_key(w) for w in written}
 
     def aliased_otherwise(bsym: BoundSymbol) -> bool:
         args = tensor_args(bsym)
-        return (
-            bool(args)
-            and aliases.storage_key(args[0]) in overwritten
-            and nvfuser_aliases_otherwise(bsym)
-            and any(f.can_fuse(bsym) for f in fusers)
-        )
+        if not (args and aliases.storage_key(args[0]) in overwritten and nvfuser_aliases_otherwise(bsym)):
+            return False
+        fuser = next((f for f in fusers if f.can_fuse(bsym)), None)
+        return fuser is not None and aliases_by_prims(fuser)
 
     bsyms: list[BoundSymbol] = []
     moved = False

@@ -4,7 +4,7 @@ index of one region's ops that every executor's rules read (the package's docstr
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -105,9 +105,9 @@ def rules_for(fusion: BoundSymbol) -> RegionRules | None:
     return _RULES.get(fusion.sym.executor)
 
 
-def fusers_aliasing_by_prims(executors: Iterable[Executor]) -> list[FusionExecutor]:
-    """Those of ``executors`` whose regions alias what their ops' prims alias (``RegionRules.aliases_by_prims``)."""
-    return [e for e in executors if (rules := _RULES.get(e)) is not None and rules.aliases_by_prims]
+def aliases_by_prims(executor: Executor) -> bool:
+    """Whether ``executor``'s regions alias what their ops' prims alias (``RegionRules.aliases_by_prims``)."""
+    return (rules := _RULES.get(executor)) is not None and rules.aliases_by_prims
 
 
 def elementwise_cone(region: RegionOps, write: BoundSymbol) -> set[int]:
