@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 from thunder.core.recipe import Lookaside
@@ -26,6 +27,9 @@ class Hooks:
     # run once by ``adapt_thunder``, after the extension's own changes to thunder: an integration's entries in
     # thunder's tables (``tensor_scatter_``'s symbol)
     adaptations: list[Callable[[], None]] = field(default_factory=list)
+    # ``(module name, hook)``: run with the module by ``adapt_thunder`` once the program has imported it (each hook
+    # once): an integration's entries for a package the extension does not import itself (litgpt's ``LLaMAMoE``)
+    adaptations_once_imported: list[tuple[str, Callable[[ModuleType], None]]] = field(default_factory=list)
     # ``thunder_ext.jit``: the first that takes ``fn`` compiles it
     jit_replacements: list[JitReplacement] = field(default_factory=list)
     # ``thunder_ext.jit``: called with ``(fn, jitted)`` once ``fn`` is jitted

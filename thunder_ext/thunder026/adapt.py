@@ -51,7 +51,10 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   'nvfuser'``, seen on an H100 with nvFuser 0.2.36: docs/gpu_results.md). The direct bindings export the same
   function.
 - What the integrations register (``thunder_ext.hooks.HOOKS.adaptations``): ``thunder_ext.tensor_scatter_``,
-  traced as one in-place symbol.
+  traced as one in-place symbol. And, once the program has imported the package it is for
+  (``HOOKS.adaptations_once_imported``, checked at every ``adapt_thunder``): litgpt's mixture of experts traced
+  with static shapes, in the extension's compilations only (``thunder_ext/integrations/litgpt_moe.py``, through
+  ``thunder026/substitutes.py``; stock ``thunder.jit`` fails on it as before).
 
 **Two change what thunder's interpreter costs, not what it traces**: the lookaside that traces a repeated block
 once (``block_replay``), which acts in the extension's compilations that ask for it and interprets every call as
@@ -62,6 +65,7 @@ each new one with all before it (``constraints``).
 from __future__ import annotations
 
 import functools
+import sys
 
 import thunder
 import thunder.core.interpreter as interpreter
@@ -98,6 +102,18 @@ def adapt_thunder() -> None:
             f"and this is lightning-thunder {thunder.__version__}: install lightning-thunder=={WRITTEN_FOR}"
         )
     _adapt_once()
+    _adapt_to_imported()
+
+
+_ADAPTED_TO: set[int] = set()  # the hooks of HOOKS.adaptations_once_imported that have run
+
+
+def _adapt_to_imported() -> None:
+    # each time: an entry point may be called before the program imports the package a hook is for
+    for k, (name, adapt) in enumerate(HOOKS.adaptations_once_imported):
+        if k not in _ADAPTED_TO and (module := sys.modules.get(name)) is not None:
+            _ADAPTED_TO.add(k)
+            adapt(module)
 
 
 @functools.cache

@@ -1,0 +1,65 @@
+"""litgpt's mixture of experts (``LLaMAMoE``) under the extension: thunder 0.2.6 cannot trace litgpt's routing
+(``torch.where(mask)``), so the extension's compilations trace an equal sum in static shapes
+(``thunder_ext/integrations/litgpt_moe.py``). Against eager: the logits of a forward, and litgpt's ``generate``
+with the growing cache, under both executor sets; stock ``thunder.jit`` keeps failing as before."""
+
+import copy
+
+import pytest
+import thunder
+import torch
+from torch.testing import assert_close
+
+import thunder_ext
+from helpers import VOCAB
+
+litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+from litgpt.generate.base import generate  # noqa: E402
+
+from thunder_ext.integrations.litgpt_moe import routed_densely  # noqa: E402
+
+
+def mixtral_like(**overrides) -> torch.nn.Module:
+    """Mixtral's litgpt config shrunk: a layer of 4 experts, 2 routed per token."""
+    config = litgpt.Config.from_name(
+        "Mixtral-8x7B-v0.1", n_layer=1, n_embd=64, n_head=4, n_query_groups=2, head_size=16, intermediate_size=128,
+        vocab_size=VOCAB, padded_vocab_size=VOCAB, block_size=64, n_expert=4, n_expert_per_token=2, **overrides,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    return litgpt.GPT(config).eval()
+
+
+def test_a_mixture_of_experts_computes_litgpt_s_logits():
+    model = mixtral_like(n_shared_expert=1, moe_intermediate_size=128)  # routed experts and a shared one
+    tokens = torch.randint(0, VOCAB, (2, 9))
+    with torch.no_grad():
+        assert_close(thunder_ext.jit(copy.deepcopy(model))(tokens), model(tokens))
+
+
+def test_a_mixture_of_experts_generates_eager_s_tokens_with_a_growing_cache():
+    model = mixtral_like()
+    model.max_seq_length = 64
+    jitted = thunder_ext.jit(copy.deepcopy(model))
+    thunder_ext.set_kv_cache(jitted, batch_size=1, min_capacity=8)
+    model.set_kv_cache(batch_size=1)
+    prompt = torch.randint(0, VOCAB, (5,))
+    expected = generate(model, prompt, 12, temperature=0.0)  # 7 new tokens: the cache grows from 8 to 16
+    assert torch.equal(generate(jitted, prompt, 12, temperature=0.0), expected)
+    assert all(d.how != "copy" for d in thunder_ext.inplace_decisions(jitted)), thunder_ext.inplace_decisions(jitted)
+
+
+@pytest.mark.executor_sets("defaults")  # fails while tracing
+def test_stock_thunder_still_traces_litgpt_s_routing():
+    # the substitute acts in the extension's compilations only, even once registered in this process
+    thunder_ext.jit(mixtral_like())  # registers it: litgpt is imported
+    with pytest.raises(NotImplementedError, match=r"torch.where\(\) does not support only specifying a condition"):
+        thunder.jit(mixtral_like())(torch.zeros(1, 2, dtype=torch.long))
+
+
+@pytest.mark.executor_sets("defaults")  # no compilation
+def test_the_substitute_is_litgpt_s_moe_in_eager_too():
+    # what the extension traces, run eagerly, is litgpt's module's result (the sum is the same; see the module)
+    moe = mixtral_like(n_shared_expert=1, moe_intermediate_size=128).transformer.h[0].mlp
+    x = torch.randn(3, 5, 64)
+    with torch.no_grad():
+        assert_close(routed_densely(moe, x), moe(x))
