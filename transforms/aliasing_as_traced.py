@@ -2,7 +2,7 @@
 
 Rule (``written_storage_aliased_as_traced``, in ``inplace_ex``'s fusion pass, after the saved-value clones are
 made): an op that nvFuser would run with other aliasing than thunder's semantics gives it (below) runs on the
-PyTorch executor, out of any region, where it reads a storage that a write of the trace overwrites and nvFuser
+PyTorch executor, out of any region, where a write of the trace overwrites the storage it reads or makes, and nvFuser
 would fuse it (the first fusion executor that can fuse it is one whose ``RegionRules`` say ``aliases_by_prims``).
 
 Why: nvFuser runs an op as its prims, and aliases what its prims alias. Its alias analysis returns a region's
@@ -11,7 +11,7 @@ squeeze, expand), so
 
 - a copy may come back as a view: it builds thunder's ``clone`` as a ``set``, a reduction over size-1
   (broadcast) axes as a ``squeeze``, one of a 0-d tensor or a conversion to the dtype a tensor has as a ``set``.
-  A later write of the input changes what the region returned: on an H100, ``r = a0.sum(); a0.add_(a1); return r``
+  A later write of the input changes what the region returned, and a write of the copy writes the input: on an H100, ``r = a0.sum(); a0.add_(a1); return r``
   with a one-element ``a0`` returned the new sum (``tests/fuzz_regressions/cuda/found_4c28956511b5.py``; stock
   thunder's regions return such a sum, clone or ``amax`` as views too), and a clone the backward reads
   (``transforms/saved_for_backward.py``) would be no copy;
@@ -34,7 +34,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.extend import Executor, FusionExecutor
 
-from thunder_ext.transforms.aliasing import Aliases, is_view_op, located_at, tensor_args, written_tensors
+from thunder_ext.transforms.aliasing import Aliases, is_view_op, located_at, tensor_args, tensor_outs, written_tensors
 from thunder_ext.transforms.regions.rules import aliases_by_prims
 from thunder_ext.transforms.traced import on_torch_executor
 
@@ -71,8 +71,8 @@ def nvfuser_aliases_otherwise(bsym: BoundSymbol) -> bool:
 
 
 def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Executor] | None = None) -> TraceCtx:
-    """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, whose input shares storage with
-    a tensor a write of the trace overwrites, and which the first fusion executor of ``executors`` (by default the
+    """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, whose input or result shares
+    storage with a tensor a write of the trace overwrites, and which the first fusion executor of ``executors`` (by default the
     compilation's) that can fuse it would fuse aliasing by prims (the module's rule; an earlier fusion executor,
     thunder's torch.compile executor ahead of nvFuser, groups the op first). Runs on the trace the fusion passes
     receive."""
@@ -86,8 +86,10 @@ def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Ex
     overwritten = {aliases.storage_key(w) for w in written}
 
     def aliased_otherwise(bsym: BoundSymbol) -> bool:
-        args = tensor_args(bsym)
-        if not (args and aliases.storage_key(args[0]) in overwritten and nvfuser_aliases_otherwise(bsym)):
+        # the input's storage written (later reads of the copy would see it), or the copy's (the write would land
+        # in the input): ``c = x.clone(); c.zero_()`` zeroed ``x`` where nvFuser returned the clone as a view
+        touched = [*tensor_args(bsym)[:1], *tensor_outs(bsym)]
+        if not (any(aliases.storage_key(t) in overwritten for t in touched) and nvfuser_aliases_otherwise(bsym)):
             return False
         fuser = next((f for f in fusers if f.can_fuse(bsym)), None)
         return fuser is not None and aliases_by_prims(fuser)

@@ -1,3 +1,6 @@
+# found: the clone r4, which the stand-in (as nvFuser) returns as a view of a0, was zeroed, and a0 with it, so the sums
+# that are views of a0 read 0 (the stand-in's imitation of nvFuser's aliasing, 2026-11-26); transforms/aliasing_as_traced.py
+# now also runs a copy whose own storage is written on the PyTorch executor
 # AssertionError: Scalars are not close!
 # 
 # Expected 1.5409960746765137 but got 0.0.
