@@ -83,7 +83,9 @@ def main() -> None:
         try:
             print("ADAM_PROFILE " + json.dumps(one_runner(runner, args.params, args.numel, args.device)), flush=True)
         except Exception as e:  # noqa: BLE001 (a runner that fails is reported, the others still run)
-            print("ADAM_PROFILE " + json.dumps({"runner": runner, "error": f"{type(e).__name__}: {e}"[:500]}), flush=True)
+            print(
+                "ADAM_PROFILE " + json.dumps({"runner": runner, "error": f"{type(e).__name__}: {e}"[:500]}), flush=True
+            )
 
 
 if __name__ == "__main__":

@@ -29,11 +29,19 @@ def _tests(folder: Path) -> list[str]:
     if not path.exists():
         log = folder / "test_gpu.log"
         marks = "".join(
-            line.split(" [")[0] for line in (log.read_text().splitlines() if log.exists() else ()) if re.fullmatch(r"[.FEsxX]+( +\[ *\d+%\])?", line.strip())
+            line.split(" [")[0]
+            for line in (log.read_text().splitlines() if log.exists() else ())
+            if re.fullmatch(r"[.FEsxX]+( +\[ *\d+%\])?", line.strip())
         )
-        seen = f" Its progress marks: {marks.count('.')} passed, {marks.count('F')} failed, {marks.count('E')} errors, " \
-            f"{marks.count('s')} skipped (pytest -q names no test before its summary)." if marks else ""
-        failed = sorted({m.group(2) for m in re.finditer(r"\] (FAILED|ERROR) (\S+)", log.read_text() if log.exists() else "")})
+        seen = (
+            f" Its progress marks: {marks.count('.')} passed, {marks.count('F')} failed, {marks.count('E')} errors, "
+            f"{marks.count('s')} skipped (pytest -q names no test before its summary)."
+            if marks
+            else ""
+        )
+        failed = sorted(
+            {m.group(2) for m in re.finditer(r"\] (FAILED|ERROR) (\S+)", log.read_text() if log.exists() else "")}
+        )
         return [f"No junit XML came back: the run ended before pytest wrote it; see test_gpu.log.{seen}",
                 *([""] + [f"- failed: `{name}`" for name in failed] if failed else [])]  # fmt: skip
     cases = sorted(ET.parse(path).getroot().iter("testcase"), key=lambda case: case.get("name"))
@@ -90,11 +98,13 @@ def _generate(folder: Path) -> list[str]:
 
 
 def _probe(log: str) -> list[str]:
-    return [f"- {line[len('PROBE '):]}" for line in log.splitlines() if line.startswith("PROBE ")]
+    return [f"- {line[len('PROBE ') :]}" for line in log.splitlines() if line.startswith("PROBE ")]
 
 
 def _adam_profile(text: str) -> list[str]:
-    records = [json.loads(line[len("ADAM_PROFILE ") :]) for line in text.splitlines() if line.startswith("ADAM_PROFILE ")]
+    records = [
+        json.loads(line[len("ADAM_PROFILE ") :]) for line in text.splitlines() if line.startswith("ADAM_PROFILE ")
+    ]
     if not records:
         return []
     lines = [
@@ -113,7 +123,11 @@ def _adam_profile(text: str) -> list[str]:
             f"| {r['runner']} | {r['first_call_s']} | {r['step_ms']} | {r['computation_host_ms'] or '-'} | "
             f"{r['kernels']} | {r['kernel_ms']} | {ops} |"
         )
-    return [f"{records[0].get('params', '?')} parameters of {records[0].get('numel', '?')} elements, float32:", "", *lines]
+    return [
+        f"{records[0].get('params', '?')} parameters of {records[0].get('numel', '?')} elements, float32:",
+        "",
+        *lines,
+    ]
 
 
 def run_section(folder: Path) -> list[str]:
@@ -122,7 +136,9 @@ def run_section(folder: Path) -> list[str]:
     log = read("log.txt")
     env = _env(folder)
     steps = [line.split("] ", 1)[1] for line in log.splitlines() if line.startswith("[gpu_check") and "end " in line]
-    steps += [line for line in log.splitlines() if re.match(r"\w+ exit \d+", line)]  # a run by hand: "tests exit 0 at 90s"
+    steps += [
+        line for line in log.splitlines() if re.match(r"\w+ exit \d+", line)
+    ]  # a run by hand: "tests exit 0 at 90s"
     # the case's table and its targets; the suite's page of every case's targets (linking pages not here) after it
     adam = [line for line in read("adam.log").split("\n| case |")[0].splitlines() if line.startswith("|")]
     parts = [
@@ -140,7 +156,12 @@ def run_section(folder: Path) -> list[str]:
     if summaries := _pytest_summaries(read("thunder_suite.log")):
         parts += ["### thunder's litgpt KV-cache variants on CUDA", "", *summaries, ""]
     if adam:
-        parts += ["### Adam step (`python -m thunder_ext.benchmarks --device cuda --cases adam --quick`)", "", *adam, ""]
+        parts += [
+            "### Adam step (`python -m thunder_ext.benchmarks --device cuda --cases adam --quick`)",
+            "",
+            *adam,
+            "",
+        ]
     if profile := _adam_profile(read("adam_profile.log")):
         parts += ["### Where an Adam step's time goes (`scripts/gpu_adam_profile.py`)", "", *profile, ""]
     if (folder / "generate.jsonl").exists():

@@ -2,8 +2,9 @@
 
 Rule (``written_storage_aliased_as_traced``, in ``inplace_ex``'s fusion pass, after the saved-value clones are
 made): an op that nvFuser would run with other aliasing than thunder's semantics gives it (below) runs on the
-PyTorch executor, out of any region, where a write of the trace overwrites the storage it reads or makes, and nvFuser
-would fuse it (the first fusion executor that can fuse it is one whose ``RegionRules`` say ``aliases_by_prims``).
+PyTorch executor, out of any region, where a write of the trace overwrites the storage it reads or makes, and
+nvFuser would fuse it (the first fusion executor that can fuse it is one whose ``RegionRules`` say
+``aliases_by_prims``).
 
 Why: nvFuser runs an op as its prims, and aliases what its prims alias. Its alias analysis returns a region's
 output as a view of a region input wherever only "meta" ops lie between them (reshape, ``set``, slice, broadcast,
@@ -11,16 +12,18 @@ squeeze, expand), so
 
 - a copy may come back as a view: it builds thunder's ``clone`` as a ``set``, a reduction over size-1
   (broadcast) axes as a ``squeeze``, one of a 0-d tensor or a conversion to the dtype a tensor has as a ``set``.
-  A later write of the input changes what the region returned, and a write of the copy writes the input: on an H100, ``r = a0.sum(); a0.add_(a1); return r``
-  with a one-element ``a0`` returned the new sum (``tests/fuzz_regressions/cuda/found_4c28956511b5.py``; stock
-  thunder's regions return such a sum, clone or ``amax`` as views too), and a clone the backward reads
-  (``transforms/saved_for_backward.py``) would be no copy;
+  A later write of the input changes what the region returned, and a write of the copy writes the input: on an
+  H100, ``r = a0.sum(); a0.add_(a1); return r`` with a one-element ``a0`` returned the new sum
+  (``tests/fuzz_regressions/cuda/found_4c28956511b5.py``; stock thunder's regions return such a sum, clone or
+  ``amax`` as views too), the CPU stand-in found ``c = x.clone(); c.zero_()`` zeroing ``x``
+  (``fake_nvfuser/found_4fe1460e4cca``), and a clone the backward reads (``transforms/saved_for_backward.py``)
+  would be no copy;
 - a view may come back as a copy: thunder's ``diagonal`` is a view made of a ``take``, a gather. A write through it
   was lost on an H100 (``r1 = a0 * -2; r1.diagonal().fill_(-2); return r1``, cuda/found_2096e1fb38e9).
 
 The PyTorch executor's ops alias as thunder's semantics says. What it costs: such an op moves no more than its
-input's bytes, and only one that reads written storage leaves the regions (a kernel of its own where a region
-held it); what a region computes from its result, it computes as before.
+input's bytes, and only one whose storage is written leaves the regions (a kernel of its own where a region held
+it); what a region computes from its result, it computes as before.
 """
 
 from __future__ import annotations
@@ -72,10 +75,10 @@ def nvfuser_aliases_otherwise(bsym: BoundSymbol) -> bool:
 
 def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Executor] | None = None) -> TraceCtx:
     """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, whose input or result shares
-    storage with a tensor a write of the trace overwrites, and which the first fusion executor of ``executors`` (by default the
-    compilation's) that can fuse it would fuse aliasing by prims (the module's rule; an earlier fusion executor,
-    thunder's torch.compile executor ahead of nvFuser, groups the op first). Runs on the trace the fusion passes
-    receive."""
+    storage with a tensor a write of the trace overwrites, and which the first fusion executor of ``executors`` (by
+    default the compilation's) that can fuse it would fuse aliasing by prims (the module's rule; an earlier fusion
+    executor, thunder's torch.compile executor ahead of nvFuser, groups the op first). Runs on the trace the fusion
+    passes receive."""
     if executors is None:
         executors = getattr(get_compile_data(), "executors_list", ())
     fusers = [e for e in executors if isinstance(e, FusionExecutor)]
