@@ -1,7 +1,8 @@
 """litgpt's mixture of experts (``LLaMAMoE``) under the extension: thunder 0.2.6 cannot trace litgpt's routing
 (``torch.where(mask)``), so the extension's compilations trace an equal sum in static shapes
-(``thunder_ext/integrations/litgpt_moe.py``). Against eager: the logits of a forward, and litgpt's ``generate``
-with the growing cache, under both executor sets; stock ``thunder.jit`` keeps failing as before."""
+(``thunder_ext/integrations/litgpt_moe.py``). Against eager: the logits of a forward, the gradients of a training
+step, and litgpt's ``generate`` with the growing cache, under both executor sets; stock ``thunder.jit`` keeps failing
+as before."""
 
 import copy
 
@@ -63,3 +64,14 @@ def test_the_substitute_is_litgpt_s_moe_in_eager_too():
     x = torch.randn(3, 5, 64)
     with torch.no_grad():
         assert_close(routed_densely(moe, x), moe(x))
+
+
+def test_a_training_step_through_a_mixture_of_experts_gets_eager_s_gradients():
+    model = mixtral_like(n_shared_expert=1, moe_intermediate_size=128).train()
+    jitted_model = copy.deepcopy(model)
+    tokens = torch.randint(0, VOCAB, (2, 6))
+    model(tokens).logsumexp(-1).sum().backward()
+    thunder_ext.jit(jitted_model)(tokens).logsumexp(-1).sum().backward()
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    for name, p in jitted_model.named_parameters():
+        assert_close(p.grad, grads[name], msg=lambda m, name=name: f"{name}: {m}")
