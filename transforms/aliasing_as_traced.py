@@ -82,8 +82,10 @@ def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Ex
     if executors is None:
         executors = getattr(get_compile_data(), "executors_list", ())
     fusers = [e for e in executors if isinstance(e, FusionExecutor)]
+    if not any(map(aliases_by_prims, fusers)):  # every compilation without nvFuser: no scan of the trace
+        return trace
     written = [w for b in trace.bound_symbols for w in written_tensors(b)]
-    if not any(map(aliases_by_prims, fusers)) or not written:
+    if not written:
         return trace
     aliases = Aliases(trace.bound_symbols)
     overwritten = {aliases.storage_key(w) for w in written}
