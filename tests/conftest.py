@@ -6,6 +6,7 @@ ahead of them (a path proven on one executor is not proven on another).
 """
 
 import os
+import tempfile
 import warnings
 
 import pytest
@@ -23,6 +24,10 @@ pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "executor_sets(*names): run the test under these executor sets only")
+    # Every test compiles afresh, and no run shares the compile cache with another or with the user's: the
+    # cache is off, in a folder of this run's own; tests/test_compile_cache.py turns it on in fresh processes.
+    os.environ["THUNDER_EXT_CACHE"] = "0"
+    os.environ["THUNDER_EXT_CACHE_DIR"] = tempfile.mkdtemp(prefix="thunder-ext-cache-")
     if os.environ.get("PYTEST_XDIST_WORKER"):  # `-n 2` on two cores: a thread each, not two threads each
         torch.set_num_threads(1)
 

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("executors", ("thunder_ext.executors",)),
     ("thunder 0.2.6 glue", ("thunder_ext.thunder026",)),
     ("transforms", ("thunder_ext.transforms",)),
+    ("compile cache", ("thunder_ext.compile_cache",)),
     ("entry points", ("thunder_ext.jit", "thunder_ext.plugin", "thunder_ext.dynamo", "thunder_ext.decisions")),
     ("integrations", ("thunder_ext.integrations",)),
     ("public API", ("thunder_ext",)),

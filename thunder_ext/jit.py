@@ -6,10 +6,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import thunder
+import torch
 from thunder import jit as thunder_jit  # bound at import, so replacing ``thunder.jit`` by ours cannot recurse
 from thunder.core.transforms import Transform
 from thunder.extend import Executor
 
+from thunder_ext.compile_cache import CompileCache, attach
 from thunder_ext.executors import inplace_ex
 from thunder_ext.hooks import HOOKS
 from thunder_ext.transforms import InplaceTransform
@@ -23,6 +25,7 @@ def jit(
     transforms: Sequence[Transform] | None = None,
     strict: bool = False,
     replay_blocks: bool = True,
+    compile_cache: bool = True,
     **kwargs: Any,
 ) -> Callable:
     """A drop-in for ``thunder.jit``: same arguments, same result, in-place writes run in place.
@@ -41,15 +44,21 @@ def jit(
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to
     the PyTorch executor (docs/gpu.md).
 
+    ``compile_cache``: each compilation is saved on disk, and a later process that makes the same one loads it
+    instead of tracing (``thunder_ext.compile_cache``; ``THUNDER_EXT_CACHE=0`` turns it off everywhere).
+
     ``fn`` may be the ``step`` of a ``torch.optim`` SGD, Adam or AdamW: its functional update is jitted
     (``thunder_ext.integrations.optim``, through ``HOOKS.jit_replacements``). What an integration does once
     ``fn`` is jitted is in ``HOOKS.after_jit`` (an HF model's ``generate()`` warns that it runs uncompiled).
     """
-    options = dict(executors=executors, transforms=transforms, strict=strict, replay_blocks=replay_blocks, **kwargs)
+    options = dict(executors=executors, transforms=transforms, strict=strict, replay_blocks=replay_blocks,
+                   compile_cache=compile_cache, **kwargs)  # fmt: skip
     for replacement in HOOKS.jit_replacements:
         if (compiled := replacement(fn, jit, options)) is not None:
             return compiled
-    jitted = thunder_jit(fn, **with_extension(executors, transforms, strict, replay_blocks), **kwargs)
+    jitted = thunder_jit(fn, **with_extension(executors, transforms, strict, replay_blocks, compile_cache), **kwargs)
+    if compile_cache and not isinstance(fn, torch.nn.Module):  # a module's is attached by its CompileCache transform
+        attach(jitted)
     for after in HOOKS.after_jit:
         after(fn, jitted)
     return jitted
@@ -60,11 +69,11 @@ def with_extension(
     transforms: Sequence[Transform] | None,
     strict: bool,
     replay_blocks: bool = True,
+    compile_cache: bool = False,
 ) -> dict[str, list]:
     """``thunder.jit``'s ``executors`` and ``transforms`` with the extension's: its executor first, before any
-    fuser (a region is compiled with the operators its executor list claimed), its transform last."""
+    fuser (a region is compiled with the operators its executor list claimed), its transform last (then the
+    compile cache's, with ``compile_cache``, which attaches the cache to a module once thunder has made it)."""
     executors = thunder.get_default_executors() if executors is None else executors
-    return {
-        "executors": [inplace_ex, *executors],
-        "transforms": [*(transforms or ()), InplaceTransform(strict=strict, replay_blocks=replay_blocks)],
-    }
+    extension = [InplaceTransform(strict=strict, replay_blocks=replay_blocks), *([CompileCache()] if compile_cache else [])]
+    return {"executors": [inplace_ex, *executors], "transforms": [*(transforms or ()), *extension]}

@@ -25,26 +25,28 @@ from thunder.extend import Executor
 from thunder.plugins import register_plugin
 from thunder.recipes import BaseRecipe
 
+from thunder_ext.compile_cache import CompileCache
 from thunder_ext.executors import inplace_ex
 from thunder_ext.hooks import HOOKS
 from thunder_ext.transforms import InplaceTransform
 
 
 class Inplace(Plugin):
-    """Run in-place writes in place under ``thunder.compile``; ``strict`` and ``replay_blocks`` as in
-    ``thunder_ext.jit`` (a repeated block is replayed under the ``thunder.jit`` interpreter only: ``thunder.fx``'s
-    graphs hold no module calls)."""
+    """Run in-place writes in place under ``thunder.compile``; ``strict``, ``replay_blocks`` and ``compile_cache``
+    as in ``thunder_ext.jit``. Under the ``thunder.jit`` interpreter only are repeated blocks replayed and modules
+    kept in the compile cache: ``thunder.fx``'s graphs hold no module calls, and Dynamo guards and caches them."""
 
     policy = PluginPolicy.PRE
 
-    def __init__(self, *, strict: bool = False, replay_blocks: bool = True) -> None:
-        self.strict, self.replay_blocks = strict, replay_blocks
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, compile_cache: bool = True) -> None:
+        self.strict, self.replay_blocks, self.compile_cache = strict, replay_blocks, compile_cache
 
     def setup_executors(self) -> list[Executor]:
         return [inplace_ex]
 
     def setup_transforms(self) -> list[Transform]:
-        return [InplaceTransform(strict=self.strict, replay_blocks=self.replay_blocks)]
+        cache = [CompileCache()] if self.compile_cache else []
+        return [InplaceTransform(strict=self.strict, replay_blocks=self.replay_blocks), *cache]
 
     def setup_lookasides(self) -> list[Lookaside]:
         return [lookaside for lookasides in HOOKS.plugin_lookasides for lookaside in lookasides()]

@@ -40,6 +40,10 @@ class InplaceTransform(ExtensionTransform):
         # trace's pass cannot overwrite the forward's; ``thunder_ext.inplace_decisions`` looks them up.
         self.decisions: weakref.WeakKeyDictionary[TraceCtx, list[InplaceDecision]] = weakref.WeakKeyDictionary()
 
+    def compile_cache_key(self) -> dict:
+        """The options that change what this transform makes of a trace (``thunder_ext.compile_cache``'s key)."""
+        return {"strict": self.strict, "replay_blocks": self.replay_blocks}
+
     def transform_traces_pre_prologue(
         self, prologue_trace, computation_trace, epilogue_trace, *, executors_list: Sequence[Executor], **kwargs
     ):

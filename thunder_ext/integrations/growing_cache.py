@@ -45,6 +45,7 @@ from thunder.core.module import ThunderModule
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import is_tracing
 
+from thunder_ext.compile_cache import CompileCache, loaded_calls
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.executors import inplace_ex
 from thunder_ext.integrations.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
@@ -331,11 +332,13 @@ class BucketedForward:
         self.shapes_seen.add(shape)
         name, bucket = named()
         log.info("thunder_ext: compiling %s for %s ...", name, bucket)
-        misses, start = thunder.cache_misses(compiled), time.perf_counter()
+        misses, loaded, start = thunder.cache_misses(compiled), loaded_calls(compiled), time.perf_counter()
         result = call()
         seconds = time.perf_counter() - start
         if thunder.cache_misses(compiled) > misses:
             log.info("thunder_ext: compiled %s for %s in %.1f s", name, bucket, seconds)
+        elif loaded_calls(compiled) > loaded:
+            log.info("thunder_ext: loaded %s for %s from the compile cache in %.1f s", name, bucket, seconds)
         else:
             log.info("thunder_ext: %s for %s was compiled already", name, bucket)
         return result
@@ -343,11 +346,14 @@ class BucketedForward:
 
 def _options_of(model: torch.nn.Module) -> dict:
     """``thunder_ext.jit``'s options that ``model`` was compiled with: its executors (without the extension's,
-    which the jit adds) and the extension's ``strict``."""
+    which the jit adds), the extension's ``strict``, and whether its compile cache is on (on where ``model`` was
+    compiled without the extension)."""
     data = thunder.compile_data(model)
     transform = next((t for t in data.transforms if isinstance(t, InplaceTransform)), None)
     strict = transform is not None and transform.strict
-    return {"executors": [e for e in data.executors_list if e is not inplace_ex], "strict": strict}
+    cached = transform is None or any(isinstance(t, CompileCache) for t in data.transforms)
+    return {"executors": [e for e in data.executors_list if e is not inplace_ex], "strict": strict,
+            "compile_cache": cached}  # fmt: skip
 
 
 def _chunks(idx: torch.Tensor, input_pos: torch.Tensor, length: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, int]]:

@@ -12,6 +12,8 @@ COMMANDS = {
     "the in-place writes and the time per token (about 2 minutes on a 2-core CPU, most of it compiling)",
     "bench": "run the benchmark suite and write its tables and plots (a full run: tens of minutes on a "
     "2-core CPU; --quick: about 15 minutes, into a temporary folder)",
+    "cache": "list the compile cache's entries (where it lives, what each holds, its size and last use); "
+    "`thunder-ext cache clear` removes them",
 }
 
 
@@ -29,6 +31,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     prog = f"thunder-ext {args.command}"
     if args.command == "bench":
         from thunder_ext.benchmarks.suite import main as run
+    elif args.command == "cache":
+        from thunder_ext.tools.cache import main as run
     else:
         from thunder_ext.tools.demo import main as run
     run(rest, prog=prog)

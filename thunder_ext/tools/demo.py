@@ -23,6 +23,7 @@ import thunder
 import torch
 
 import thunder_ext
+from thunder_ext.compile_cache import LoadedTrace
 from thunder_ext.thunder026.compiled import compiled_module
 from thunder_ext.tools.demo_model import small_model
 from thunder_ext.tools.extras import require
@@ -114,10 +115,11 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.t
     for name, model in models.items():
         # the estimates: a 2-core CPU, one thread
         compiling = name != "eager"
-        estimate = "about 15-30 s: thunder compiles the prefill" if compiling else "a second"
+        cached = " (a second where the compile cache holds it)" if name == "thunder_ext.jit" else ""
+        estimate = "about 15-30 s: thunder compiles the prefill" + cached if compiling else "a second"
         first = lambda m=model, g=name == "thunder_ext.jit": Decoder(m, prompt, growing=g)  # noqa: E731
         decoders[name] = timed(f"{name}: prefill and first token", estimate, first)
-        estimate = "about 15-25 s: thunder compiles the decode step" if compiling else "a second"
+        estimate = "about 15-25 s: thunder compiles the decode step" + cached if compiling else "a second"
         timed(f"{name}: first decode step", estimate, decoders[name].step)
     calls = {name: d.step for name, d in decoders.items()}
     samples = timed(f"timing {args.tokens} tokens per runner, in turns", "seconds",
@@ -125,10 +127,14 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.t
 
     ext = models["thunder_ext.jit"]
     print("== KV-cache writes in the decode step's execution trace (thunder.last_traces(model)[-1]) ==")
-    for bsym in thunder.last_traces(ext)[-1].bound_symbols:
-        # a write, or an op fused with the write it feeds (buffer reuse's ops are neither)
-        if is_copy_to_out(bsym) or any(is_copy_to_out(s) for s in bsym.subsymbols):
-            print(str(bsym).splitlines()[0].strip())
+    trace = thunder.last_traces(ext)[-1]
+    if isinstance(trace, LoadedTrace):
+        print(f"(loaded from the compile cache, which keeps no bound symbols: {trace.path})")
+    else:
+        for bsym in trace.bound_symbols:
+            # a write, or an op fused with the write it feeds (buffer reuse's ops are neither)
+            if is_copy_to_out(bsym) or any(is_copy_to_out(s) for s in bsym.subsymbols):
+                print(str(bsym).splitlines()[0].strip())
     print("\n== How the aliasing checker ran each write (thunder_ext.inplace_decisions(model)) ==")
     for decision in thunder_ext.inplace_decisions(ext):
         print(decision)

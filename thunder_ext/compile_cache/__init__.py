@@ -1,0 +1,30 @@
+"""The compile cache on disk: a later process that makes a compilation again loads it instead of tracing.
+
+What is stored of a compilation is thunder's cache entry as program texts (``thunder026/cache_entries.py``), with
+the extension's decisions: no tensor data. When a compiled function is made (``thunder_ext.jit``, the plugin
+``"inplace"``, ``set_kv_cache``'s growth copy), the entries stored under its key are loaded into thunder's own list,
+where each runs only for a call its prologue accepts (``attach.py``); each compilation after that is saved. The key
+and the code files each entry depends on (``key.py``) hold what no prologue checks; the files on disk follow
+``store.py``'s rules (trusted, atomic, checked, least recently used goes first).
+
+Off with ``THUNDER_EXT_CACHE=0`` or ``thunder_ext.jit(..., compile_cache=False)``; listed and cleared by
+``thunder-ext cache`` and ``thunder-ext cache clear``.
+"""
+
+from __future__ import annotations
+
+from thunder.core.transforms import Transform
+
+from thunder_ext.compile_cache.attach import LoadedTrace, attach, loaded_calls
+
+__all__ = ["CompileCache", "LoadedTrace", "attach", "loaded_calls"]
+
+
+class CompileCache(Transform):
+    """The cache for a module that thunder compiles with this among its transforms: thunder calls
+    ``transform_module`` once it has made the ``ThunderModule``. Changes no trace, so no key holds it."""
+
+    compile_cache_skips = True
+
+    def transform_module(self, model) -> None:
+        attach(model)

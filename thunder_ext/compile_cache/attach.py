@@ -1,0 +1,199 @@
+"""A compiled function with the cache: its stored entries loaded when it is made, each new compilation saved.
+
+Loaded entries join thunder's own list of entries, where thunder tries them as it tries those it compiled: the
+first whose prologue accepts the call runs. So an entry runs only for a call its prologue accepts, in a process
+whose key and code files (``compile_cache/key.py``) equal those it was compiled with; everything else compiles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+
+import thunder
+import torch
+from thunder.core.proxies import NumberProxy, TensorProxy
+
+from thunder_ext.compile_cache import store
+from thunder_ext.compile_cache.key import changed_file, depends_on, key_of
+from thunder_ext.thunder026.cache_entries import (
+    ROLES,
+    NotStorable,
+    Program,
+    interpreter_cache,
+    on_each_new_entry,
+    programs_of,
+    rebuilt_entry,
+)
+from thunder_ext.transforms import InplaceDecision, InplaceTransform
+
+log = logging.getLogger("thunder_ext")
+
+# what each jitted function's cache did: ``loaded_calls``
+_CACHES: weakref.WeakKeyDictionary[object, _Cache] = weakref.WeakKeyDictionary()
+
+
+class LoadedTrace:
+    """What ``thunder.last_traces`` (and its prologue, epilogue and backward kin) shows of an entry loaded from the
+    cache: the program thunder runs, under a first line that says where it was loaded from. A loaded entry keeps no
+    bound symbols; ``bound_symbols`` says how to compile afresh to see them."""
+
+    def __init__(self, program: Program, path: Path) -> None:
+        self.program, self.path = program, path
+
+    def python(self, **kwargs: object) -> str:
+        return f"# Loaded from thunder_ext's compile cache: {self.path}\n{self.program.text}"
+
+    __str__ = __repr__ = python
+
+    @property
+    def bound_symbols(self):
+        raise AttributeError(
+            f"this trace was loaded from thunder_ext's compile cache ({self.path}), which keeps its program, not "
+            "its bound symbols: compile with thunder_ext.jit(..., compile_cache=False) or THUNDER_EXT_CACHE=0 to "
+            "trace it afresh"
+        )
+
+
+def attach(jitted: Callable) -> None:
+    """Loads ``jitted``'s stored entries, and saves each it compiles from now on; does nothing where the cache is
+    off (``THUNDER_EXT_CACHE=0``), for a graph of Dynamo's, or where the compilation cannot be keyed (the log says why)."""
+    cd = thunder.compile_data(jitted)
+    if not store.enabled() or isinstance(cd.fn, torch.fx.GraphModule):  # Dynamo's graphs: generated, guarded by it
+        return
+    try:
+        key, fields = key_of(cd)
+    except NotStorable as e:
+        log.info("thunder_ext: compile cache: %s is compiled afresh in each process: %s", _name(cd.fn), e)
+        return
+    cache = _Cache(jitted, key, fields)
+    _CACHES[jitted] = cache
+    cache.load()
+    on_each_new_entry(jitted, cache.save)
+
+
+def loaded_calls(jitted: Callable) -> int:
+    """How many calls of ``jitted`` ran an entry loaded from the cache for the first time."""
+    cache = _CACHES.get(jitted)
+    return 0 if cache is None else cache.loaded_calls
+
+
+class _Cache:
+    def __init__(self, jitted: Callable, key: str, fields: dict) -> None:
+        # weak: thunder's list of entries holds this, and thunder keeps its compiled objects free of cycles
+        self._jitted = weakref.ref(jitted)
+        self.key, self.fields = key, fields
+        self.loaded_calls = 0
+
+    def load(self) -> None:
+        cd = thunder.compile_data(self._jitted())
+        # least recently used first: thunder tries the last entry first
+        for stored in sorted(store.entries(self.key), key=lambda s: s.last_used):
+            start = time.perf_counter()
+            try:
+                entry, name = self._rebuilt(stored, cd)
+            except (NotStorable, KeyError, TypeError, ValueError, SyntaxError) as e:
+                log.warning("thunder_ext: compile cache: ignored %s: %s", stored.path, e)
+                continue
+            if entry is None:
+                continue
+            entry = entry._replace(prologue_fn=_FirstUse(entry.prologue_fn, self, stored.path, name, start))
+            interpreter_cache(self._jitted()).append(entry)
+
+    def _rebuilt(self, stored: store.Stored, cd: object):
+        payload = stored.payload
+        if payload.get("key") != self.fields:  # a file of another compilation, or of another version
+            raise ValueError("it was saved for another compilation (its key differs)")
+        changed = changed_file(payload["depends_on"])
+        if changed is not None:
+            log.info("thunder_ext: compile cache: removed %s: %s changed since it was saved", stored.path, changed)
+            store.remove(stored.path)
+            return None, ""
+        programs = {r: None if payload["programs"][r] is None else Program(**payload["programs"][r]) for r in ROLES}
+        traces = {r: [] if p is None else [LoadedTrace(p, stored.path)] for r, p in programs.items()}
+        entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), traces)
+        transform = _inplace_transform(cd)
+        if transform is not None and traces["computation"]:
+            decisions = [InplaceDecision(**d) for d in payload["decisions"]]
+            transform.decisions[traces["computation"][0]] = decisions
+        return entry, payload["describe"]
+
+    def save(self, entry) -> None:
+        cd, cs = thunder.compile_data(self._jitted()), thunder.compile_stats(self._jitted())
+        seconds = (time.perf_counter_ns() - cs.last_trace_cache_stop) / 1e9
+        name = _described(cd.fn, entry)
+        try:
+            programs = programs_of(entry, cd.fn)
+            traced = {b.source_filename for b in entry.computation_traces[0].bound_symbols if b.source_filename}
+            payload = {
+                "key": self.fields,
+                "describe": name,
+                "depends_on": depends_on(cd.fn, traced, programs),
+                "programs": {r: None if p is None else dataclasses.asdict(p) for r, p in programs.items()},
+                "decisions": [dataclasses.asdict(d) for d in _decisions(cd, entry)],
+                "return_none_instead_of_grads": bool(entry.return_none_instead_of_grads),
+            }
+        except NotStorable as e:
+            log.info("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
+            return
+        try:
+            stored = store.save(self.key, payload)
+            store.evict()
+        except OSError as e:  # a full disk, a folder made read-only: the compilation still runs
+            log.warning("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
+            return
+        if stored is not None:
+            size = stored.size / 2**20
+            log.info("thunder_ext: compiled %s in %.1f s, saved to the compile cache (%.1f MB)", name, seconds, size)
+
+
+class _FirstUse:
+    """A loaded entry's prologue, which logs the first call it accepts and marks the entry used."""
+
+    def __init__(self, prologue: Callable, cache: _Cache, path: Path, name: str, start: float) -> None:
+        self.prologue, self.cache, self.path, self.name = prologue, cache, path, name
+        self.seconds = time.perf_counter() - start  # to read and rebuild the entry
+        self.used = False
+
+    def __call__(self, *args, **kwargs):
+        result = self.prologue(*args, **kwargs)
+        if not self.used:
+            self.used = True
+            self.cache.loaded_calls += 1
+            store.mark_used(self.path)
+            log.info("thunder_ext: loaded %s from the compile cache in %.2f s", self.name, self.seconds)
+        return result
+
+
+def _inplace_transform(cd: object) -> InplaceTransform | None:
+    return next((t for t in cd.transforms if isinstance(t, InplaceTransform)), None)
+
+
+def _decisions(cd: object, entry) -> list[InplaceDecision]:
+    transform = _inplace_transform(cd)
+    if transform is None:
+        return []
+    return next((transform.decisions[t] for t in reversed(entry.computation_traces) if t in transform.decisions), [])
+
+
+def _name(fn: object) -> str:
+    return f"{type(fn).__name__}.forward" if isinstance(fn, torch.nn.Module) else getattr(fn, "__qualname__", repr(fn))
+
+
+def _described(fn: object, entry) -> str:
+    """``GPT.forward(idx: cpu i64[1, 16], input_pos: cpu i64[16], 128)``: the call's arguments as the prologue
+    unpacks them."""
+    shown = []
+    for bsym in entry.prologue_traces[0].bound_symbols:
+        if bsym.sym.name != "unpack_getitem" or getattr(bsym.args[0], "name", None) not in ("args", "kwargs"):
+            continue
+        keyword = f"{bsym.args[1]}=" if bsym.args[0].name == "kwargs" else ""
+        if isinstance(bsym.output, TensorProxy):
+            shown.append(f"{keyword}{bsym.output.name}: {bsym.output.type_string()}")
+        elif isinstance(bsym.output, NumberProxy):
+            shown.append(f"{keyword}{bsym.output.value!r}")
+    return f"{_name(fn)}({', '.join(shown)})"

@@ -1,0 +1,164 @@
+"""What names a compilation in the compile cache: everything its trace depends on that thunder's prologue does not
+check.
+
+A stored entry is a thunder cache entry, and thunder takes an entry for a call when the entry's prologue accepts the
+call: the prologue checks the metadata of every tensor the trace reads (the arguments', each parameter's and
+buffer's), every number and string the traced code read (a module's attributes, its config's values), and thunder's
+cache info (grad mode, default dtype and device, autocast). What no prologue checks is what made the trace:
+
+- the versions: Python, torch, thunder, and the extension (its version and a digest of its own source files);
+- what is compiled: the module's class, or the function;
+- the executors, by name and version, in order; each transform, by its class and options; thunder's options;
+- the code: each file the trace came from (the files of the lines its ops were traced at, of the module's classes
+  and their methods, of the function, and of each function its programs call), with a digest of its content,
+  checked again when the entry is loaded (``changed_file``).
+
+The first four are the key (``key_of``): a folder of the cache. The code is each entry's ``depends_on``.
+``NotStorable`` where a part cannot be named: options the key cannot see would let a compilation made with other
+options be reused.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+import thunder
+import torch
+
+from thunder_ext.compile_cache.store import FORMAT
+from thunder_ext.thunder026.cache_entries import COMPILED, NONE, NotStorable, Program, executor_name, imported
+
+_PRIMITIVE = (bool, int, float, str, type(None))
+
+
+def key_of(cd: object) -> tuple[str, dict]:
+    """The digest naming ``cd``'s compilations (thunder's compile data), and what it digests."""
+    fields = {
+        "format": FORMAT,
+        "versions": _versions(),
+        "compiled": _name_of(type(cd.fn) if isinstance(cd.fn, torch.nn.Module) else cd.fn),
+        "executors": [[executor_name(ex), str(ex.version)] for ex in cd.executors_list],
+        "transforms": [_transform_key(t) for t in cd.transforms if not getattr(t, "compile_cache_skips", False)],
+        "options": {
+            "compile_options": _primitive("thunder's option", cd.compile_options),
+            "cache": str(cd.cache_option),
+            "sharp_edges": str(cd.sharp_edges),
+            "language": getattr(cd.langctx, "name", type(cd.langctx).__qualname__),
+            "disable_torch_autograd": cd.disable_torch_autograd_support,
+            "disable_preprocessing": cd.disable_preprocessing,
+            "only_execute_prims": cd.only_execute_prims,
+            "debug": repr(cd.debug_options),
+        },
+    }
+    text = json.dumps(fields, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32], fields
+
+
+def depends_on(compiled: object, traced_files: set[str], programs: dict[str, Program | None]) -> dict[str, str]:
+    """The digest of each file the entry's trace came from: ``traced_files`` (those of its ops' lines), those of
+    ``compiled`` (a module's classes and their methods, or a function) and of the functions its programs call."""
+    files = set(traced_files) | set(_files_of_compiled(compiled))
+    for program in (p for p in programs.values() if p is not None):
+        for reference in program.names.values():
+            if reference not in (COMPILED, NONE) and ":" in reference:
+                files |= set(_files_of(imported(reference)))
+    return {path: _digest_of_file(path) for path in sorted(files)}
+
+
+def changed_file(files: dict[str, str]) -> str | None:
+    """A file of ``files`` (path: digest) that is gone or no longer has its digest, or None."""
+    for path, digest in files.items():
+        try:
+            if _digest_of_file(path) != digest:
+                return path
+        except NotStorable:
+            return path
+    return None
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    try:
+        version = importlib.metadata.version("thunder-ext")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return {
+        "python": sys.version,
+        "torch": torch.__version__,
+        "thunder": thunder.__version__,
+        "thunder_ext": version,
+        "thunder_ext_source": _source_digest(),
+    }
+
+
+def _source_digest() -> str:
+    """A digest of the extension's source: a change to a pass changes what any trace compiles to."""
+    import thunder_ext.executors
+    import thunder_ext.transforms
+
+    digest = hashlib.sha256()
+    for package in (thunder_ext, thunder_ext.transforms, thunder_ext.executors):
+        for root in package.__path__:
+            for path in sorted(Path(root).rglob("*.py")):
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _name_of(obj: object) -> str:
+    return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+
+
+def _transform_key(transform: object) -> list:
+    own = getattr(transform, "compile_cache_key", None)
+    options = own() if callable(own) else _primitive(f"transform {type(transform).__qualname__}", vars(transform))
+    return [_name_of(type(transform)), options]
+
+
+def _primitive(what: str, values: dict) -> dict:
+    for name, value in values.items():
+        if not isinstance(value, _PRIMITIVE):
+            raise NotStorable(f"{what} {name!r} is a {type(value).__name__}, which the cache cannot key")
+    return dict(values)
+
+
+def _files_of_compiled(compiled: object) -> list[str]:
+    if not isinstance(compiled, torch.nn.Module):
+        return _files_of(compiled)
+    classes = {cls for m in compiled.modules() for cls in type(m).__mro__}
+    own = [cls for cls in classes if not cls.__module__.startswith("torch.nn.") and cls not in (object,)]
+    return [f for cls in own for f in _files_of(cls)]
+
+
+def _files_of(obj: object) -> list[str]:
+    """The source files of a function, or of a class and the functions it defines; [] for what has none (a builtin)."""
+    if isinstance(obj, type):
+        module = sys.modules.get(obj.__module__)
+        files = [module.__file__] if getattr(module, "__file__", None) else []
+        # a method's own file: a class's methods may be assigned from elsewhere, or generated
+        return files + [f for member in vars(obj).values() for f in _files_of(getattr(member, "__func__", member))]
+    if isinstance(obj, types.MethodType):
+        obj = obj.__func__
+    obj = inspect.unwrap(obj) if isinstance(obj, types.FunctionType) else obj
+    return [obj.__code__.co_filename] if isinstance(obj, types.FunctionType) else []
+
+
+@functools.cache
+def _digest_cached(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _digest_of_file(path: str) -> str:
+    """The digest of a source file; ``NotStorable`` where the code is in no file (generated, ``<stdin>``)."""
+    try:
+        st = os.stat(path)
+        return _digest_cached(path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        raise NotStorable(f"its code is in no file that can be read ({path})") from None

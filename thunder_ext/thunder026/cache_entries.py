@@ -1,0 +1,192 @@
+"""thunder 0.2.6's cache entries as program texts, and back: what the compile cache on disk stores and loads.
+
+thunder keeps what one compilation made in a ``CacheEntry`` of Python functions, each built from a final trace by
+``TraceCtx.python_callable``: the trace's program text, ``exec``-ed in a dict of the objects it names (the text is
+kept in ``linecache`` under the function's file name). thunder 0.2.6 cannot store an entry. Here an entry is read
+back from exactly what thunder executes: each function's text and the globals it was executed in. Where every
+global is something a later process can import again (a module, a function or class by module and qualified name,
+an executor's operator by the two names) the entry is stored as ``Program``s, and rebuilt by ``build_callable`` as thunder built it; an entry whose
+programs name anything else (a compiled fusion region, a tensor constant, a closure) cannot be stored, and
+``programs_of`` says why.
+
+Read or set here: ``CacheEntry``; ``CompileStats.interpreter_cache``, the list thunder's jit searches for an entry
+whose prologue accepts the call (newest first) and appends each compilation's entry to; the prologue that thunder
+wraps in a timer (a closure); the implementation an ``OperatorExecutor`` keeps for each operator (in a closure too);
+``build_callable``.
+
+Retired by: a thunder that serializes its compiled entries, or a persistent cache of its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import re
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import thunder
+from thunder import CacheEntry
+from thunder.core.baseutils import build_callable
+from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_executor
+
+# what thunder's program texts call ``__function_obj``: the function or module being compiled
+COMPILED = "<the compiled function>"
+NONE = "<None>"
+ROLES = ("prologue", "computation", "epilogue", "backward")
+# an operator's implementation: ``executor:<executor's name>:<operator's name>``
+_EXECUTOR = "executor:"
+# thunder.jit's executor of its own for each compiled function, named with the object's id: no later process has it
+_AD_HOC = re.compile(r"^__ad_hoc_executor_\d+$")
+
+
+@dataclass(frozen=True)
+class Program:
+    """One function of a cache entry: the text thunder executes, the function it defines, and what each other name
+    it uses stands for (``module:qualname`` for a function or class, ``module`` for a module, or ``COMPILED``)."""
+
+    function: str
+    text: str
+    names: dict[str, str]
+
+
+class NotStorable(Exception):
+    """The entry names something a later process could not import again."""
+
+
+def programs_of(entry: CacheEntry, compiled: object) -> dict[str, Program | None]:
+    """Each function of ``entry`` as a ``Program`` (None where the entry has none), or ``NotStorable``.
+    ``compiled`` is the function or module being compiled, which a prologue reads."""
+    functions = {
+        "prologue": _prologue_inside(entry.prologue_fn),
+        "computation": entry.computation_fn,
+        "epilogue": entry.epilogue_fn,
+        "backward": entry.backward_fn,
+    }
+    return {role: None if fn is None else _program(inspect.unwrap(fn), compiled) for role, fn in functions.items()}
+
+
+def rebuilt_entry(programs: dict[str, Program | None], compiled: object, return_none_instead_of_grads: bool,
+                  traces: dict[str, list]) -> CacheEntry:  # fmt: skip
+    """The ``CacheEntry`` of ``programs``, as thunder would build it for ``compiled``; ``traces`` stand for its
+    traces (what ``thunder.last_traces`` shows). Raises ``NotStorable`` where a name no longer imports."""
+    fn = {role: None if p is None else _rebuilt(p, compiled) for role, p in programs.items()}
+    return CacheEntry(
+        fn["prologue"], traces["prologue"], fn["computation"], traces["computation"], fn["epilogue"],
+        traces["epilogue"], fn["backward"], traces["backward"], return_none_instead_of_grads,
+    )  # fmt: skip
+
+
+def interpreter_cache(jitted: object) -> list:
+    """The list of cache entries thunder searches for ``jitted``."""
+    return thunder.compile_stats(jitted).interpreter_cache
+
+
+def on_each_new_entry(jitted: object, callback: Callable[[CacheEntry], None]) -> None:
+    """Calls ``callback`` with each entry thunder adds to ``jitted``'s cache after a compilation, once added."""
+    stats = thunder.compile_stats(jitted)
+    stats.interpreter_cache = _Notifying(stats.interpreter_cache, callback)
+
+
+class _Notifying(list):
+    """thunder's list of entries, which it appends one to after each compilation."""
+
+    def __init__(self, entries: list, callback: Callable[[CacheEntry], None]) -> None:
+        super().__init__(entries)
+        self.callback = callback
+
+    def append(self, entry: CacheEntry) -> None:
+        super().append(entry)
+        self.callback(entry)
+
+
+def _prologue_inside(timed: Callable) -> Callable:
+    """The prologue thunder wraps in ``prologue_execution_timer`` (whose wrapper keeps it in its closure)."""
+    inner = [c.cell_contents for c in timed.__closure__ or () if isinstance(c.cell_contents, types.FunctionType)]
+    found = [f for f in inner if f.__code__.co_filename.startswith("thunder.")]
+    if len(found) != 1:
+        raise NotStorable("its prologue is not the one thunder 0.2.6 builds")
+    return found[0]
+
+
+def _program(fn: types.FunctionType, compiled: object) -> Program:
+    code = fn.__code__
+    lines = linecache.cache.get(code.co_filename)
+    if not code.co_filename.startswith("thunder.") or lines is None:
+        raise NotStorable(f"its function {code.co_name} is not a program thunder built from a trace")
+    text = "".join(lines[2])
+    names = {}
+    for name, value in fn.__globals__.items():
+        if name in ("__builtins__", code.co_name) or name not in text:  # a global the program never names
+            continue
+        names[name] = COMPILED if value is compiled and name == "__function_obj" else _reference(name, value)
+    return Program(code.co_name, text, names)
+
+
+def _reference(name: str, value: object) -> str:
+    """``value`` as a name a later process imports again, or ``NotStorable``."""
+    if value is None:
+        return NONE
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    for executor in get_all_executors():
+        if executor_name(executor) == executor.name and _implementation(executor, name) is value:
+            return f"{_EXECUTOR}{executor.name}:{name}"
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
+        try:
+            if imported(f"{module}:{qualname}") is value:
+                return f"{module}:{qualname}"
+        except (ImportError, AttributeError):
+            pass
+    raise NotStorable(f"its trace names {name} ({type(value).__name__}), which a later process cannot import")
+
+
+def _implementation(executor: Executor, name: str) -> object:
+    """What an operator executor runs for its operator ``name``: the ``fn`` given to ``register_operator``, which
+    thunder keeps only in the closure that binds the operator's symbols (``call_ctx``)."""
+    symbol = executor.opmap.get(name) if isinstance(executor, OperatorExecutor) else None
+    bind = getattr(symbol, "_bind_postprocess", None)
+    code = getattr(bind, "__code__", None)
+    if code is None or "call_ctx" not in code.co_freevars:
+        return None
+    call_ctx = bind.__closure__[code.co_freevars.index("call_ctx")].cell_contents
+    return None if call_ctx is None else call_ctx.get(name)
+
+
+def executor_name(executor: Executor) -> str:
+    """``executor``'s name as a later process knows it (thunder.jit's own executor is named anew for each function)."""
+    return "__ad_hoc_executor" if _AD_HOC.match(str(executor.name)) else str(executor.name)
+
+
+def imported(reference: str) -> object:
+    """What a ``Program``'s reference stands for in this process."""
+    if reference.startswith(_EXECUTOR):
+        executor_name, _, name = reference.removeprefix(_EXECUTOR).rpartition(":")
+        executor = get_executor(executor_name)
+        found = None if executor is None else _implementation(executor, name)
+        if found is None:
+            raise ImportError(f"no executor {executor_name} registers an operator {name}")
+        return found
+    module, _, qualname = reference.partition(":")
+    value = __import__(module, fromlist=["_"])
+    for part in qualname.split(".") if qualname else ():
+        value = getattr(value, part)
+    return value
+
+
+def _rebuilt(program: Program, compiled: object) -> Callable:
+    ctx = {}
+    for name, reference in program.names.items():
+        if reference in (COMPILED, NONE):
+            ctx[name] = compiled if reference == COMPILED else None
+            continue
+        try:
+            ctx[name] = imported(reference)
+        except (ImportError, AttributeError) as e:
+            raise NotStorable(f"{reference} no longer imports ({e})") from e
+    fn = build_callable(program.function, python_str=program.text, file_name=f"thunder.{program.function}", ctx=ctx)
+    if program.function == "prologue":  # as thunder does: the prologue holds the module, not itself
+        del fn.__globals__["prologue"]
+    return fn
