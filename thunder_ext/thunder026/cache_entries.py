@@ -35,6 +35,7 @@ from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_ex
 COMPILED = "<the compiled function>"
 NONE = "<None>"
 ROLES = ("prologue", "computation", "epilogue", "backward")
+_TOOK = re.compile(r" \(took \d+ milliseconds\)")
 # an operator's implementation: ``executor:<executor's name>:<operator's name>``
 _EXECUTOR = "executor:"
 # thunder.jit's executor of its own for each compiled function, named with the object's id: no later process has it
@@ -115,7 +116,8 @@ def _program(fn: types.FunctionType, compiled: object) -> Program:
     lines = linecache.cache.get(code.co_filename)
     if not code.co_filename.startswith("thunder.") or lines is None:
         raise NotStorable(f"its function {code.co_name} is not a program thunder built from a trace")
-    text = "".join(lines[2])
+    # the header comment says how long thunder's pass took: without it, one compilation is one text in any process
+    text = _TOOK.sub("", "".join(lines[2]))
     names = {}
     for name, value in fn.__globals__.items():
         if name in ("__builtins__", code.co_name) or name not in text:  # a global the program never names

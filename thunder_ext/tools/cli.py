@@ -13,7 +13,7 @@ COMMANDS = {
     "bench": "run the benchmark suite and write its tables and plots (a full run: tens of minutes on a "
     "2-core CPU; --quick: about 15 minutes, into a temporary folder)",
     "cache": "list the compile cache's entries (where it lives, what each holds, its size and last use); "
-    "`thunder-ext cache clear` removes them",
+    "thunder-ext cache clear removes them",
 }
 
 

@@ -1,0 +1,384 @@
+"""The compile cache on disk (``thunder_ext.compile_cache``): each rule of its docstrings, in fresh processes.
+
+Each run is a new Python process (``run``) that compiles ``Net`` (a module of this test's own folder, so that a
+test can change its code) with ``thunder_ext.jit``, calls it twice, and reports what it computed, what the
+extension decided and logged, and thunder's cache misses. A warm run is compared with a cold one: equal outputs,
+equal buffer contents, equal decisions, and no compilation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from thunder_ext.compile_cache import store
+
+# the cache holds entries of the default executors; what the torch.compile executor compiles is tested on its own
+pytestmark = pytest.mark.executor_sets("defaults")
+
+MODEL = '''
+import torch
+
+SCALE = 2.0
+
+
+class Net(torch.nn.Module):
+    def __init__(self, n: int = 8) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(n, n)
+        self.register_buffer("seen", torch.zeros(n))
+
+    def forward(self, x):
+        self.seen.add_(x.sum(0))  # a write of a buffer: the extension proves it and runs it in place
+        return self.lin(x).relu() * SCALE
+'''
+
+RUNNER = '''
+import json, logging, os, sys
+import torch, thunder, thunder_ext
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_under_test import Net
+
+options = json.loads(sys.argv[1])
+logs = []
+handler = logging.Handler()
+handler.emit = lambda record: logs.append(record.getMessage())
+logging.getLogger("thunder_ext").addHandler(handler)
+dtype = getattr(torch, options.get("dtype", "float32"))
+torch.manual_seed(0)
+net = Net(options.get("n", 8)).to(dtype)
+executors = None
+if options.get("executors") == "torch_compile":
+    from thunder.executors.torch_compile import torch_compile_ex
+    executors = [torch_compile_ex, *thunder.get_default_executors()]
+elif options.get("executors") == "torch only":
+    executors = [thunder.get_executor("torch"), thunder.get_executor("python")]
+jitted = thunder_ext.jit(net, strict=options.get("strict", False), executors=executors)
+x = torch.randn(4, options.get("n", 8), dtype=dtype)
+outs = [jitted(x), jitted(x + 1)]
+trace = thunder.last_traces(jitted)[-1]
+print(json.dumps({
+    "outs": [o.tolist() for o in outs],
+    "seen": net.seen.tolist(),
+    "decisions": [str(d) for d in thunder_ext.inplace_decisions(jitted)],
+    "logs": logs,
+    "misses": thunder.cache_misses(jitted),
+    "trace": str(trace).splitlines()[0],
+}))
+'''
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A folder with the model and the runner; the cache in its own folder below."""
+    (tmp_path / "model_under_test.py").write_text(MODEL)
+    (tmp_path / "runner.py").write_text(RUNNER)
+    return tmp_path
+
+
+def env_of(project: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "THUNDER_EXT_CACHE": "1", "THUNDER_EXT_CACHE_DIR": str(project / "cache"), **extra}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    return env
+
+
+def run(project: Path, script: str = "runner.py", env: dict[str, str] | None = None, **options) -> dict:
+    """A fresh process running ``script`` with ``options``; what it printed last, as JSON."""
+    done = subprocess.run(
+        [sys.executable, str(project / script), json.dumps(options)],
+        env=env or env_of(project), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def entry_files(project: Path) -> list[Path]:
+    return sorted((project / "cache").glob("*/*.entry"))
+
+
+def loaded(result: dict) -> bool:
+    return any("from the compile cache" in m and m.startswith("thunder_ext: loaded") for m in result["logs"])
+
+
+def assert_same_computation(warm: dict, cold: dict) -> None:
+    assert warm["outs"] == cold["outs"]
+    assert warm["seen"] == cold["seen"]  # the buffer the write updates in place
+    assert warm["decisions"] == cold["decisions"] and warm["decisions"], "the same writes, decided alike"
+
+
+def test_a_warm_process_loads_what_a_cold_one_compiled_and_computes_the_same(project):
+    cold = run(project)
+    assert cold["misses"] == 1 and not loaded(cold)
+    assert any(m.startswith("thunder_ext: compiled Net.forward(x: cpu f32[4, 8]) in ") and "saved" in m
+               for m in cold["logs"])  # fmt: skip
+    assert len(entry_files(project)) == 1
+    warm = run(project)
+    assert warm["misses"] == 0 and loaded(warm), warm["logs"]
+    assert_same_computation(warm, cold)
+    assert warm["trace"].startswith("# Loaded from thunder_ext's compile cache: ")
+    assert any("in place" in d for d in warm["decisions"])
+    fresh = run(project, env=env_of(project, THUNDER_EXT_CACHE="0"))
+    assert fresh["misses"] == 1 and not loaded(fresh)
+    assert_same_computation(fresh, cold)
+
+
+def test_the_file_holds_no_tensor_data_only_programs_and_names(project):
+    run(project)
+    (path,) = entry_files(project)
+    payload = store.read(path)[0].payload
+    assert set(payload) == {"key", "describe", "depends_on", "programs", "decisions", "return_none_instead_of_grads"}
+    assert "def computation(" in payload["programs"]["computation"]["text"] and payload["programs"]["backward"]
+
+    def leaves(value):
+        if isinstance(value, dict):
+            return [leaf for v in value.values() for leaf in leaves(v)]
+        return [leaf for v in value for leaf in leaves(v)] if isinstance(value, list) else [value]
+
+    assert not [v for v in leaves(payload) if isinstance(v, float)], "no number of a tensor's data"
+    assert all(isinstance(r, str) for p in payload["programs"].values() if p for r in p["names"].values())
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["a parameter's shape", "a parameter's dtype", "the executors", "strict", "the model's code"],
+)
+def test_each_part_of_the_key_misses_and_compiles(project, change):
+    cold = run(project)
+    options = {
+        "a parameter's shape": {"n": 6},
+        "a parameter's dtype": {"dtype": "float64"},
+        "the executors": {"executors": "torch only"},
+        "strict": {"strict": True},
+        "the model's code": {},
+    }[change]
+    if change == "the model's code":
+        path = project / "model_under_test.py"
+        path.write_text(path.read_text().replace("* SCALE", "* SCALE + 1"))
+    changed = run(project, **options)
+    assert changed["misses"] == 1 and not loaded(changed), changed["logs"]
+    if change == "the model's code":  # a stale entry is removed, and the new one computes the new code
+        assert any("model_under_test.py changed since it was saved" in m for m in changed["logs"])
+        assert changed["outs"][0][0][0] == pytest.approx(cold["outs"][0][0][0] + 1)
+    again = run(project, **options)  # what the changed process saved is loaded in turn
+    assert again["misses"] == 0 and loaded(again)
+    assert again["outs"] == changed["outs"]
+
+
+def _rewritten(path: Path, change) -> None:
+    """``path``'s entry, changed by ``change(payload)``, written back with a valid digest."""
+    payload = store.read(path)[0].payload
+    change(payload)
+    body = json.dumps(payload, sort_keys=True).encode()
+    import hashlib
+
+    path.write_bytes(f"thunder_ext compile cache {store.FORMAT} sha256={hashlib.sha256(body).hexdigest()}\n".encode()
+                     + body)  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "foreign", "another version"])
+def test_a_damaged_or_foreign_file_is_ignored_with_a_log_line_and_compiled_again(project, damage):
+    cold = run(project)
+    (path,) = entry_files(project)
+    data = path.read_bytes()
+    if damage == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "corrupt":  # one character of the program changed: the digest no longer matches
+        path.write_bytes(data.replace(b"relu", b"tanh", 1))
+    elif damage == "foreign":
+        path.write_bytes(b"#!/bin/sh\nrm -rf /\n")
+    else:
+        _rewritten(path, lambda p: p["key"]["versions"].update(thunder="0.0.1"))
+    warm = run(project)
+    assert warm["misses"] == 1 and not loaded(warm)
+    why = {
+        "truncated": "does not match its digest",
+        "corrupt": "does not match its digest",
+        "foreign": "is no entry of this cache format",
+        "another version": "saved for another compilation",
+    }[damage]
+    assert any(m.startswith(f"thunder_ext: compile cache: ignored {path}") and why in m for m in warm["logs"])
+    assert warm["outs"] == cold["outs"]
+    assert store.read(path)[0] is not None, "the compilation saved a whole entry over the damaged file"
+
+
+def test_two_processes_compiling_the_same_call_at_once_leave_one_whole_entry(project):
+    command = [sys.executable, str(project / "runner.py"), "{}"]
+    writers = [subprocess.Popen(command, env=env_of(project), stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [json.loads(w.communicate(timeout=600)[0].strip().splitlines()[-1]) for w in writers]
+    assert all(w.returncode == 0 for w in writers)
+    # each compiled it, or loaded it once the other had saved it: one compilation, one entry
+    assert all(r["misses"] == 1 or loaded(r) for r in results) and any(r["misses"] == 1 for r in results)
+    assert results[0]["outs"] == results[1]["outs"]
+    (path,) = entry_files(project)
+    assert store.read(path)[0] is not None
+    assert not list((project / "cache").glob("*/.writing-*")), "no temporary file is left behind"
+
+
+WRITER = """
+from thunder_ext.compile_cache import store
+for _ in range(200):
+    store.save("key", {"program": "x" * 200_000})
+"""
+
+
+def test_writers_of_one_entry_at_once_never_let_a_reader_see_part_of_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    payload = {"program": "x" * 200_000}  # the writers' (large enough that a write takes many system calls)
+    path = store.save("key", payload).path
+    path.unlink()
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER], env=dict(os.environ)) for _ in range(3)]
+    reads = 0
+    while any(w.poll() is None for w in writers):
+        if path.exists():
+            stored, why = store.read(path)
+            assert stored is not None and stored.payload == payload, why
+            reads += 1
+    assert all(w.returncode == 0 for w in writers) and reads > 0
+    assert [p.name for p in (tmp_path / "key").iterdir()] == [path.name]
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="file ownership is a POSIX notion")
+@pytest.mark.parametrize("what", ["the cache folder", "the entry"])
+def test_nothing_is_loaded_from_where_another_user_may_write(project, what):
+    run(project)
+    (path,) = entry_files(project)
+    target = project / "cache" if what == "the cache folder" else path
+    target.chmod(target.stat().st_mode | stat.S_IWOTH)
+    try:
+        warm = run(project)
+    finally:
+        target.chmod(target.stat().st_mode & ~stat.S_IWOTH)
+    assert warm["misses"] == 1 and not loaded(warm)
+    assert any("may be written by other users" in m for m in warm["logs"])
+
+
+def test_the_size_limit_removes_the_least_recently_used_entries(project):
+    first = run(project)
+    (oldest,) = entry_files(project)
+    limit = 1.5 * oldest.stat().st_size / 2**20  # room for one entry, not two
+    run(project, n=6, env=env_of(project, THUNDER_EXT_CACHE_MAX_MB=str(limit)))
+    assert oldest not in entry_files(project) and len(entry_files(project)) == 1
+    again = run(project)  # the entry evicted is compiled again
+    assert again["misses"] == 1 and again["outs"] == first["outs"]
+
+
+def test_off_means_no_file_is_read_or_written(project):
+    run(project)
+    off = run(project, env=env_of(project, THUNDER_EXT_CACHE="0"))
+    assert off["misses"] == 1 and not loaded(off)
+    (project / "cache" / "fresh").mkdir()
+    empty = env_of(project, THUNDER_EXT_CACHE="0", THUNDER_EXT_CACHE_DIR=str(project / "cache" / "fresh"))
+    run(project, env=empty)
+    assert list((project / "cache" / "fresh").iterdir()) == []
+
+
+@pytest.mark.executor_sets("torch_compile")
+def test_what_the_torch_compile_executor_compiled_is_not_stored_and_says_so(project, executor_set):
+    cold = run(project, executors="torch_compile")
+    assert entry_files(project) == []
+    assert any("not saved to the compile cache: its trace names TorchCompile" in m for m in cold["logs"])
+    again = run(project, executors="torch_compile")
+    assert again["misses"] == 1 and again["outs"] == cold["outs"]
+
+
+GROWING = '''
+import json, logging, os, sys
+import torch, thunder, thunder_ext
+import litgpt
+
+logs = []
+handler = logging.Handler()
+handler.emit = lambda record: logs.append(record.getMessage())
+logging.getLogger("thunder_ext").addHandler(handler)
+config = litgpt.Config(block_size=64, vocab_size=64, padded_vocab_size=64, n_layer=1, n_head=4, n_embd=32,
+                       n_query_groups=4, rotary_percentage=1.0, bias=False, norm_class_name="RMSNorm",
+                       mlp_class_name="LLaMAMLP", intermediate_size=64)
+torch.manual_seed(0)
+model = thunder_ext.jit(litgpt.GPT(config).eval(), strict=True)
+thunder_ext.set_kv_cache(model, batch_size=1, min_capacity=4)
+tokens, position = [3, 1, 4], 3
+with torch.inference_mode():
+    logits = model(torch.tensor([tokens]), torch.arange(3))
+    for _ in range(10):  # buckets of 4, 8 and 16 positions
+        tokens.append(int(logits[0, -1].argmax()))
+        logits = model(torch.tensor([[tokens[-1]]]), torch.tensor([position]))
+        position += 1
+k = model._model.transformer.h[0].attn.kv_cache.k
+print(json.dumps({"tokens": tokens, "k": k.tolist(), "logs": logs}))
+'''
+
+
+def test_a_growing_cache_loads_every_bucket_and_growth_copy_warm(project):
+    pytest.importorskip("litgpt")
+    (project / "growing.py").write_text(GROWING)
+    cold = run(project, "growing.py")
+    compiled = [m for m in cold["logs"] if m.startswith("thunder_ext: compiled") and "saved" in m]
+    # one-token calls (the prompt's too, in chunks of one at this capacity) at 4; a growth copy and a call at 8, 16
+    assert len(compiled) == 5, cold["logs"]
+    warm = run(project, "growing.py")
+    assert warm["tokens"] == cold["tokens"] and warm["k"] == cold["k"]
+    assert not any(m.startswith("thunder_ext: compiled") for m in warm["logs"]), warm["logs"]
+    assert sum(m.startswith("thunder_ext: loaded") and "for " in m for m in warm["logs"]) == 5  # the buckets' logs
+    assert any("loaded the growth copy for a KV cache of 16 positions from the compile cache" in m for m in warm["logs"])
+
+
+def test_a_loaded_trace_says_it_keeps_no_bound_symbols(project):
+    run(project)
+    (project / "bsyms.py").write_text(RUNNER.replace("trace = thunder.last_traces(jitted)[-1]", textwrap.dedent("""
+        trace = thunder.last_traces(jitted)[-1]
+        try:
+            trace.bound_symbols
+        except AttributeError as e:
+            logs.append(str(e))
+    """)))  # fmt: skip
+    warm = run(project, "bsyms.py")
+    assert any(m.startswith("this trace was loaded from thunder_ext's compile cache") and "compile_cache=False" in m
+               for m in warm["logs"])  # fmt: skip
+
+
+# the store's rules, in this process: no compilation needed
+
+
+def test_a_saved_entry_reads_back_whole_and_any_changed_byte_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    saved = store.save("k", {"a": [1, 2]})
+    assert store.read(saved.path)[0].payload == {"a": [1, 2]}
+    assert stat.S_IMODE(saved.path.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o700
+    data = saved.path.read_bytes()
+    for broken in (data[:-1], data.replace(b"1", b"3"), b"", data.replace(b"compile cache 1", b"compile cache 2")):
+        saved.path.write_bytes(broken)
+        assert store.read(saved.path)[0] is None
+
+
+def test_eviction_goes_by_last_use(tmp_path, monkeypatch):
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    paths = [store.save(f"k{i}", {"i": i, "pad": "x" * 1000}).path for i in range(3)]
+    for age, path in zip((300, 100, 200), paths):  # the first saved is the least recently used ...
+        os.utime(path, (0, path.stat().st_mtime - age))
+    store.mark_used(paths[0])  # ... until it is used
+    assert store.evict(limit=2 * paths[0].stat().st_size) == [paths[2]]
+    assert store.evict(limit=0) == [paths[1], paths[0]]
+
+
+def test_the_folder_follows_the_settings(monkeypatch, tmp_path):
+    monkeypatch.delenv("THUNDER_EXT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert store.folder() == tmp_path / "xdg" / "thunder_ext"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert store.folder() == Path.home() / ".cache" / "thunder_ext"
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path / "mine"))
+    assert store.folder() == tmp_path / "mine"
+    for off in ("0", "off"):
+        monkeypatch.setenv("THUNDER_EXT_CACHE", off)
+        assert not store.enabled()
+    monkeypatch.setenv("THUNDER_EXT_CACHE_MAX_MB", "lots")
+    with pytest.raises(ValueError, match="THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, got 'lots'"):
+        store.max_bytes()
