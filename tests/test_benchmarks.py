@@ -12,6 +12,7 @@ from thunder_ext.benchmarks import (
     generate_session,
     hf_generate,
     kv_cache_write,
+    warm_start,
 )
 from thunder_ext.benchmarks.measure import RUNNERS, THUNDER_EXT_TC, THUNDER_TC, Allocations, allocations
 from thunder_ext.benchmarks.report import Table, Target
@@ -214,3 +215,29 @@ def test_compile_targets_follow_the_measurements(ext_at_30, growth, ext_steady, 
 def test_a_compilation_event_is_a_token_that_stalls():
     run = _compile_run(30.0, [20.0, 0.05, 12.0])
     assert [(what, round(s, 2)) for what, s in run.events()] == [("prefill", 29.95), ("decode", 19.95), ("token 3", 11.95)]
+
+
+def _warm_results(ext_warm_first: float, dynamic_warm_first: float, ext_warm_tokens=(1, 2, 3)) -> dict:
+    def run(first: float, tokens=(1, 2, 3)) -> warm_start.Run:
+        return warm_start.Run(2.0, 0.5, [first - 0.5, *[0.05] * 20], list(tokens), [])
+
+    result = warm_start.Result({
+        (warm_start.EAGER, "cold"): run(0.6), (warm_start.EAGER, "warm"): run(0.6),
+        (warm_start.EXT, "cold"): run(30.0), (warm_start.EXT, "warm"): run(ext_warm_first, ext_warm_tokens),
+        (warm_start.DYNAMIC, "cold"): run(60.0), (warm_start.DYNAMIC, "warm"): run(dynamic_warm_first),
+    })  # fmt: skip
+    return {("demo", 4): result}
+
+
+@pytest.mark.parametrize(
+    "ext_warm_first, dynamic_warm_first, tokens, met",
+    [(1.5, 10.0, (1, 2, 3), [True, True, True]),
+     (2.5, 10.0, (1, 2, 3), [False, True, True]),  # over the demo model's 2 s
+     (1.5, 2.0, (1, 2, 3), [True, False, True]),  # over half of torch.compile's warm first token
+     (1.5, 10.0, (1, 2, 4), [True, True, False])],  # other tokens than eager's
+)  # fmt: skip
+def test_warm_start_targets_follow_the_measurements(ext_warm_first, dynamic_warm_first, tokens, met):
+    table = warm_start.report(_warm_results(ext_warm_first, dynamic_warm_first, tokens))
+    assert [t.met for t in table.targets] == met, [t.text for t in table.targets]
+    assert [row[2] for row in table.rows] == ["cold", "warm"] * 3
+    assert table.rows[3][4] == f"{ext_warm_first:.1f}"  # the first token counts the setup, where the cache loads

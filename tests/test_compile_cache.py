@@ -353,7 +353,7 @@ def test_a_saved_entry_reads_back_whole_and_any_changed_byte_is_refused(tmp_path
     assert store.read(saved.path)[0].payload == {"a": [1, 2]}
     assert stat.S_IMODE(saved.path.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o700
     data = saved.path.read_bytes()
-    for broken in (data[:-1], data.replace(b"1", b"3"), b"", data.replace(b"compile cache 1", b"compile cache 2")):
+    for broken in (data[:-1], data.replace(b"[1, 2]", b"[3, 2]"), b"", data.replace(b"cache 1 ", b"cache 2 ")):
         saved.path.write_bytes(broken)
         assert store.read(saved.path)[0] is None
 

@@ -16,7 +16,8 @@ says what it is for and what change upstream would retire it:
 - ``foreach``: the ``torch._foreach_*`` ops optimizers run;
 - ``tables``: thunder's list of view ops, its ``_copy_``, the tag rematerialization respects;
 - ``backward_split``: thunder's rule for which ops of a joint trace the backward runs;
-- ``compiled``: what the extension reads or sets on ``ThunderModule`` and jitted functions.
+- ``compiled``: what the extension reads or sets on ``ThunderModule`` and jitted functions;
+- ``cache_entries``: thunder's cache entries as program texts and back, for the compile cache on disk.
 """
 
 from thunder_ext.thunder026.adapt import WRITTEN_FOR, adapt_thunder, divert

@@ -1,0 +1,173 @@
+"""Warm starts: a second process that makes the same compilations, with the compile cache the first one filled.
+
+Models: the demo model (4 layers) and SmolLM2-135M's litgpt config (30 layers, random weights). Runners, each
+twice in a fresh process, cold (its caches empty) then warm (what the cold process left): eager (litgpt's
+``input_pos_maxp1``), ``thunder_ext.jit`` with the growing cache (the compile cache in a folder of the run's own),
+and ``torch.compile(model, dynamic=True)`` (Inductor's caches, as torch.compile keeps them on disk, in a folder of
+the run's own). A run: litgpt's ``generate`` of a 16-token prompt and 128 new tokens at ``max_seq_length`` 2048.
+
+First token: from building the model and what compiles it (after the imports, which every runner pays alike and
+the table gives apart) to the first new token: loading the compile cache is in it. Whole run: the same to the last
+token.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from thunder_ext.benchmarks.compile_time import (
+    DYNAMIC,
+    EAGER,
+    EXT,
+    MAX_SEQ_LENGTH,
+    PROMPT,
+    build,
+    in_fresh_process,
+    timed_tokens,
+)
+from thunder_ext.benchmarks.measure import gc_paused, status
+from thunder_ext.benchmarks.report import Table, Target, ratio
+
+NEW = 128
+RUNNERS = (EAGER, EXT, DYNAMIC)
+STARTS = ("cold", "warm")
+# the targets: seconds to a warm first token
+WARM_FIRST_TOKEN_S = {"SmolLM2-135M": 5.0, "demo": 2.0}
+
+Config = tuple[str, int]
+COLUMNS = ["model", "runner", "start", "imports s", "first token s", "whole run s", "per token ms", "tokens as eager's",
+           "what the extension logged"]  # fmt: skip
+
+
+def configs(quick: bool) -> list[Config]:
+    return [("demo", 4)] if quick else [("demo", 4), ("SmolLM2-135M", 30)]
+
+
+@dataclass
+class Run:
+    import_s: float  # thunder, litgpt and the extension
+    setup_s: float  # the model built and wrapped; the extension's cache entries loaded
+    token_s: list[float]
+    tokens: list[int]
+    logged: list[str]
+
+    @property
+    def first_token_s(self) -> float:
+        return self.setup_s + self.token_s[0]
+
+    @property
+    def whole_s(self) -> float:
+        return self.setup_s + sum(self.token_s)
+
+    @property
+    def steady_s(self) -> float:
+        return statistics.median(self.token_s[len(self.token_s) // 2 :])
+
+
+@dataclass
+class Result:
+    runs: dict[tuple[str, str], Run] = field(default_factory=dict)  # (runner, start) -> run
+
+
+def _run(model: str, layers: int, runner: str, new: int, threads: int, cache_dir: str) -> Run:
+    start = time.perf_counter()
+    # before anything imports Inductor or the extension: both read their folders from the environment
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache_dir) / "inductor")
+    os.environ["THUNDER_EXT_CACHE"], os.environ["THUNDER_EXT_CACHE_DIR"] = "1", str(Path(cache_dir) / "thunder_ext")
+    import logging
+
+    import litgpt.generate.base  # noqa: F401  (what generate imports, imported before the clock starts)
+    import thunder  # noqa: F401
+
+    import thunder_ext  # noqa: F401
+
+    torch.set_num_threads(threads)
+    logged: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: logged.append(record.getMessage())
+    logging.getLogger("thunder_ext").addHandler(handler)
+    imported = time.perf_counter()
+    compiled = build(model, layers, runner)
+    setup = time.perf_counter() - imported
+    tokens: list[int] = []
+    vocab = 1024 if model == "demo" else 49152
+    prompt = torch.randint(0, vocab, (PROMPT,), generator=torch.Generator().manual_seed(0))
+    with torch.inference_mode(), gc_paused():
+        took = timed_tokens(compiled, prompt, new, tokens)
+    kept = [m for m in logged if m.startswith(("thunder_ext: compiled", "thunder_ext: loaded"))]
+    return Run(imported - start, setup, took, tokens, kept)
+
+
+def measure(config: Config, device: torch.device, quick: bool) -> Result:
+    if device.type != "cpu":
+        raise ValueError("the warm_start case runs on the CPU")
+    model, layers = config
+    new = 16 if quick else NEW
+    result = Result()
+    for runner in RUNNERS:
+        with tempfile.TemporaryDirectory(prefix="thunder-ext-warm-start-") as caches:
+            for start in STARTS:
+                status(f"{runner}: {model} ({layers} layers), {PROMPT} + {new} tokens, {start}, in a fresh process")
+                result.runs[runner, start] = in_fresh_process(_run, model, layers, runner, new,
+                                                              torch.get_num_threads(), caches)  # fmt: skip
+    return result
+
+
+def report(results: dict[Config, Result]) -> Table:
+    table = Table(
+        name="warm_start",
+        title="Warm starts: a second process with the caches the first one left",
+        setup=(
+            f"litgpt's own `generate`, greedy, batch 1, `max_seq_length` {MAX_SEQ_LENGTH}, a {PROMPT}-token prompt "
+            f"and {NEW} new tokens; each runner twice, each time in a fresh process: cold (its caches empty), then "
+            "warm (the caches the cold process left: thunder_ext's compile cache; Inductor's FX graph and AOTAutograd "
+            "caches, on disk as torch.compile keeps them). First token: from building the model and wrapping it "
+            "(loading the compile cache included) to the first new token. Whole run: the same to the last token. "
+            "Imports: thunder, litgpt and the extension (torch is imported before), before either."
+        ),
+        columns=COLUMNS,
+    )
+    for (model, layers), result in results.items():
+        eager = result.runs.get((EAGER, "cold"))
+        for (runner, start), run in result.runs.items():
+            same = "-" if eager is None or run is eager else "yes" if run.tokens == eager.tokens else "**no**"
+            did = _summary(run.logged)
+            table.rows.append([f"{model} ({layers} layers)", runner, start, f"{run.import_s:.1f}",
+                               f"{run.first_token_s:.1f}", f"{run.whole_s:.1f}", f"{run.steady_s * 1e3:.2f}", same,
+                               did])  # fmt: skip
+    table.targets = _targets(results)
+    return table
+
+
+def _summary(logged: list[str]) -> str:
+    """How many compilations the compile cache saved (or could not) and loaded: its own log lines."""
+    compiled = sum(m.startswith("thunder_ext: compiled") and "compile cache" in m for m in logged)
+    loaded = sum(m.startswith("thunder_ext: loaded") and " for " not in m for m in logged)
+    return f"{compiled} compiled, {loaded} loaded" if compiled or loaded else "-"
+
+
+def _targets(results: dict[Config, Result]) -> list[Target]:
+    targets = []
+    for (model, layers), result in results.items():
+        warm, dynamic = result.runs.get((EXT, "warm")), result.runs.get((DYNAMIC, "warm"))
+        if warm is None:
+            continue
+        limit = WARM_FIRST_TOKEN_S[model]
+        targets.append(Target(f"{model}: warm first token under {EXT} within {limit:.0f} s",
+                              f"{warm.first_token_s:.1f} s", warm.first_token_s <= limit))  # fmt: skip
+        if dynamic is not None:
+            targets.append(Target(f"{model}: warm first token under {EXT} at most 0.5x {DYNAMIC}'s warm",
+                                  ratio(warm.first_token_s, dynamic.first_token_s),
+                                  warm.first_token_s <= 0.5 * dynamic.first_token_s))  # fmt: skip
+    differ = [f"{model} {runner} {start}" for (model, _), res in results.items() if (EAGER, "cold") in res.runs
+              for (runner, start), run in res.runs.items() if run.tokens != res.runs[EAGER, "cold"].tokens]  # fmt: skip
+    targets.append(Target("every run's tokens equal eager's, cold and warm",
+                          "all" if not differ else "not: " + ", ".join(differ), not differ))  # fmt: skip
+    return targets
