@@ -30,14 +30,15 @@ SCALE = 2.0
 
 
 class Net(torch.nn.Module):
-    def __init__(self, n: int = 8) -> None:
+    def __init__(self, n: int = 8, scale: float = 1.0) -> None:
         super().__init__()
+        self.scale = scale  # read by the traced code: thunder's prologue checks it, unless a recipe prunes that
         self.lin = torch.nn.Linear(n, n)
         self.register_buffer("seen", torch.zeros(n))
 
     def forward(self, x):
         self.seen.add_(x.sum(0))  # a write of a buffer: the extension proves it and runs it in place
-        return self.lin(x).relu() * SCALE
+        return self.lin(x).relu() * SCALE * self.scale
 '''
 
 RUNNER = '''
@@ -54,14 +55,17 @@ handler.emit = lambda record: logs.append(record.getMessage())
 logging.getLogger("thunder_ext").addHandler(handler)
 dtype = getattr(torch, options.get("dtype", "float32"))
 torch.manual_seed(0)
-net = Net(options.get("n", 8)).to(dtype)
+net = Net(options.get("n", 8), options.get("scale", 1.0)).to(dtype)
 executors = None
 if options.get("executors") == "torch_compile":
     from thunder.executors.torch_compile import torch_compile_ex
     executors = [torch_compile_ex, *thunder.get_default_executors()]
 elif options.get("executors") == "torch only":
     executors = [thunder.get_executor("torch"), thunder.get_executor("python")]
-jitted = thunder_ext.jit(net, strict=options.get("strict", False), executors=executors)
+if options.get("entry") == "plugin":
+    jitted = thunder.compile(net, recipe=thunder_ext.DefaultExecutorsRecipe(), plugins="inplace")
+else:
+    jitted = thunder_ext.jit(net, strict=options.get("strict", False), executors=executors)
 x = torch.randn(4, options.get("n", 8), dtype=dtype)
 outs = [jitted(x), jitted(x + 1)]
 trace = thunder.last_traces(jitted)[-1]
@@ -94,10 +98,14 @@ def run(project: Path, script: str = "runner.py", env: dict[str, str] | None = N
     """A fresh process running ``script`` with ``options``; what it printed last, as JSON."""
     done = subprocess.run(
         [sys.executable, str(project / script), json.dumps(options)],
-        env=env or env_of(project), capture_output=True, text=True, timeout=600,
+        env=env or env_of(project), capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def flat(outs: list) -> list[float]:
+    return [v for out in outs for row in out for v in row]
 
 
 def entry_files(project: Path) -> list[Path]:
@@ -134,7 +142,9 @@ def test_the_file_holds_no_tensor_data_only_programs_and_names(project):
     run(project)
     (path,) = entry_files(project)
     payload = store.read(path)[0].payload
-    assert set(payload) == {"key", "describe", "depends_on", "programs", "decisions", "return_none_instead_of_grads"}
+    assert set(payload) == {"key", "describe", "depends_on", "programs", "guard", "decisions",
+                            "return_none_instead_of_grads"}  # fmt: skip
+    assert payload["guard"] is None  # thunder_ext.jit prunes no check of the prologue
     assert "def computation(" in payload["programs"]["computation"]["text"] and payload["programs"]["backward"]
 
     def leaves(value):
@@ -166,10 +176,24 @@ def test_each_part_of_the_key_misses_and_compiles(project, change):
     assert changed["misses"] == 1 and not loaded(changed), changed["logs"]
     if change == "the model's code":  # a stale entry is removed, and the new one computes the new code
         assert any("model_under_test.py changed since it was saved" in m for m in changed["logs"])
-        assert changed["outs"][0][0][0] == pytest.approx(cold["outs"][0][0][0] + 1)
+        assert flat(changed["outs"]) == pytest.approx([v + 1 for v in flat(cold["outs"])])
     again = run(project, **options)  # what the changed process saved is loaded in turn
     assert again["misses"] == 0 and loaded(again)
     assert again["outs"] == changed["outs"]
+
+
+def test_the_plugin_loads_warm_and_its_pruned_checks_still_guard_the_first_call(project):
+    # thunder's recipes prune the prologue's checks of the module (PrunePrologueChecks): a loaded entry checks them
+    # all on its first call, so a model with another attribute value compiles instead of running the stored entry
+    cold = run(project, entry="plugin")
+    (path,) = entry_files(project)
+    assert store.read(path)[0].payload["guard"] is not None
+    warm = run(project, entry="plugin")
+    assert warm["misses"] == 0 and loaded(warm)
+    assert_same_computation(warm, cold)
+    other = run(project, entry="plugin", scale=3.0)
+    assert other["misses"] == 1 and not loaded(other)
+    assert flat(other["outs"]) == pytest.approx([3 * v for v in flat(cold["outs"])]) and any(flat(cold["outs"]))
 
 
 def _rewritten(path: Path, change) -> None:

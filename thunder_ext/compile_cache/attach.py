@@ -24,9 +24,11 @@ from thunder_ext.thunder026.cache_entries import (
     ROLES,
     NotStorable,
     Program,
+    guard_of,
     interpreter_cache,
     on_each_new_entry,
     programs_of,
+    rebuilt,
     rebuilt_entry,
 )
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
@@ -101,7 +103,10 @@ class _Cache:
                 continue
             if entry is None:
                 continue
-            entry = entry._replace(prologue_fn=_FirstUse(entry.prologue_fn, self, stored.path, name, start))
+            guard = stored.payload.get("guard")
+            guard = None if guard is None else rebuilt(Program(**guard), cd.fn)
+            first_use = _FirstUse(entry.prologue_fn, guard, self, stored.path, name, start)
+            entry = entry._replace(prologue_fn=first_use)
             interpreter_cache(self._jitted()).append(entry)
 
     def _rebuilt(self, stored: store.Stored, cd: object):
@@ -127,13 +132,14 @@ class _Cache:
         seconds = (time.perf_counter_ns() - cs.last_trace_cache_stop) / 1e9
         name = _described(cd.fn, entry)
         try:
-            programs = programs_of(entry, cd.fn)
+            programs, guard = programs_of(entry, cd.fn), guard_of(entry, cd.fn)
             traced = {b.source_filename for b in entry.computation_traces[0].bound_symbols if b.source_filename}
             payload = {
                 "key": self.fields,
                 "describe": name,
                 "depends_on": depends_on(cd.fn, traced, programs),
                 "programs": {r: None if p is None else dataclasses.asdict(p) for r, p in programs.items()},
+                "guard": None if guard is None else dataclasses.asdict(guard),
                 "decisions": [dataclasses.asdict(d) for d in _decisions(cd, entry)],
                 "return_none_instead_of_grads": bool(entry.return_none_instead_of_grads),
             }
@@ -152,14 +158,19 @@ class _Cache:
 
 
 class _FirstUse:
-    """A loaded entry's prologue, which logs the first call it accepts and marks the entry used."""
+    """A loaded entry's prologue, which logs the first call it accepts and marks the entry used. Where the entry's
+    prologue had checks pruned, every one of them (``guard``) must accept that first call too: the entry is then
+    taken for this process's module, as it was for the one it was compiled for."""
 
-    def __init__(self, prologue: Callable, cache: _Cache, path: Path, name: str, start: float) -> None:
-        self.prologue, self.cache, self.path, self.name = prologue, cache, path, name
+    def __init__(self, prologue: Callable, guard: Callable | None, cache: _Cache, path: Path, name: str,
+                 start: float) -> None:  # fmt: skip
+        self.prologue, self.guard, self.cache, self.path, self.name = prologue, guard, cache, path, name
         self.seconds = time.perf_counter() - start  # to read and rebuild the entry
         self.used = False
 
     def __call__(self, *args, **kwargs):
+        if not self.used and self.guard is not None:
+            self.guard(*args, **kwargs)  # raises where a check fails: thunder then tries another entry, or compiles
         result = self.prologue(*args, **kwargs)
         if not self.used:
             self.used = True

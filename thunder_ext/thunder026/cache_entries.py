@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import thunder
 from thunder import CacheEntry
+from thunder.common import transform_for_execution
 from thunder.core.baseutils import build_callable
 from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_executor
 
@@ -68,11 +69,23 @@ def programs_of(entry: CacheEntry, compiled: object) -> dict[str, Program | None
     return {role: None if fn is None else _program(inspect.unwrap(fn), compiled) for role, fn in functions.items()}
 
 
+def guard_of(entry: CacheEntry, compiled: object) -> Program | None:
+    """Where a transform pruned the prologue's checks (thunder's recipes' ``PrunePrologueChecks`` drops those of the
+    module: its parameters, buffers and attributes), the prologue as traced, every check kept, as a ``Program``; else
+    None. thunder prunes them on the promise that the module does not change after it is compiled; an entry loaded in
+    another process runs this once, on its first call, to hold to the same promise."""
+    traced, executed = entry.prologue_traces[0], entry.prologue_traces[-1]
+    if _checks(executed) >= _checks(traced):
+        return None
+    full = transform_for_execution(traced, executors_list=(get_executor("python"),), use_del_last_used=False)[-1]
+    return _program(full.python_callable(include_decorators=False), compiled)
+
+
 def rebuilt_entry(programs: dict[str, Program | None], compiled: object, return_none_instead_of_grads: bool,
                   traces: dict[str, list]) -> CacheEntry:  # fmt: skip
     """The ``CacheEntry`` of ``programs``, as thunder would build it for ``compiled``; ``traces`` stand for its
     traces (what ``thunder.last_traces`` shows). Raises ``NotStorable`` where a name no longer imports."""
-    fn = {role: None if p is None else _rebuilt(p, compiled) for role, p in programs.items()}
+    fn = {role: None if p is None else rebuilt(p, compiled) for role, p in programs.items()}
     return CacheEntry(
         fn["prologue"], traces["prologue"], fn["computation"], traces["computation"], fn["epilogue"],
         traces["epilogue"], fn["backward"], traces["backward"], return_none_instead_of_grads,
@@ -100,6 +113,10 @@ class _Notifying(list):
     def append(self, entry: CacheEntry) -> None:
         super().append(entry)
         self.callback(entry)
+
+
+def _checks(prologue: object) -> int:
+    return sum(bsym.sym.name.startswith("check_") for bsym in prologue.bound_symbols)
 
 
 def _prologue_inside(timed: Callable) -> Callable:
@@ -178,7 +195,9 @@ def imported(reference: str) -> object:
     return value
 
 
-def _rebuilt(program: Program, compiled: object) -> Callable:
+def rebuilt(program: Program, compiled: object) -> Callable:
+    """The function of ``program``, as thunder would build it for ``compiled``; ``NotStorable`` where a name no
+    longer imports."""
     ctx = {}
     for name, reference in program.names.items():
         if reference in (COMPILED, NONE):
