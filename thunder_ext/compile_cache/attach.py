@@ -63,7 +63,8 @@ class LoadedTrace:
 
 def attach(jitted: Callable) -> None:
     """Loads ``jitted``'s stored entries, and saves each it compiles from now on; does nothing where the cache is
-    off (``THUNDER_EXT_CACHE=0``), for a graph of Dynamo's, or where the compilation cannot be keyed (the log says why)."""
+    off (``THUNDER_EXT_CACHE=0``), for a graph of Dynamo's, or where the compilation cannot be keyed (the log says
+    why)."""
     cd = thunder.compile_data(jitted)
     if not store.enabled() or isinstance(cd.fn, torch.fx.GraphModule):  # Dynamo's graphs: generated, guarded by it
         return
@@ -97,19 +98,15 @@ class _Cache:
         for stored in sorted(store.entries(self.key), key=lambda s: s.last_used):
             start = time.perf_counter()
             try:
-                entry, name = self._rebuilt(stored, cd)
+                entry = self._rebuilt(stored, cd, start)
             except (NotStorable, KeyError, TypeError, ValueError, SyntaxError) as e:
                 log.warning("thunder_ext: compile cache: ignored %s: %s", stored.path, e)
                 continue
-            if entry is None:
-                continue
-            guard = stored.payload.get("guard")
-            guard = None if guard is None else rebuilt(Program(**guard), cd.fn)
-            first_use = _FirstUse(entry.prologue_fn, guard, self, stored.path, name, start)
-            entry = entry._replace(prologue_fn=first_use)
-            interpreter_cache(self._jitted()).append(entry)
+            if entry is not None:
+                interpreter_cache(self._jitted()).append(entry)
 
-    def _rebuilt(self, stored: store.Stored, cd: object):
+    def _rebuilt(self, stored: store.Stored, cd: object, start: float):
+        """The entry ``stored`` holds, its prologue wrapped in ``_FirstUse``; None where its code changed."""
         payload = stored.payload
         if payload.get("key") != self.fields:  # a file of another compilation, or of another version
             raise ValueError("it was saved for another compilation (its key differs)")
@@ -117,15 +114,17 @@ class _Cache:
         if changed is not None:
             log.info("thunder_ext: compile cache: removed %s: %s changed since it was saved", stored.path, changed)
             store.remove(stored.path)
-            return None, ""
+            return None
         programs = {r: None if payload["programs"][r] is None else Program(**payload["programs"][r]) for r in ROLES}
         traces = {r: [] if p is None else [LoadedTrace(p, stored.path)] for r, p in programs.items()}
         entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), traces)
+        guard = None if payload["guard"] is None else rebuilt(Program(**payload["guard"]), cd.fn)
         transform = _inplace_transform(cd)
         if transform is not None and traces["computation"]:
             decisions = [InplaceDecision(**d) for d in payload["decisions"]]
             transform.decisions[traces["computation"][0]] = decisions
-        return entry, payload["describe"]
+        first_use = _FirstUse(entry.prologue_fn, guard, self, stored.path, payload["describe"], start)
+        return entry._replace(prologue_fn=first_use)
 
     def save(self, entry) -> None:
         cd, cs = thunder.compile_data(self._jitted()), thunder.compile_stats(self._jitted())
