@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -23,8 +24,14 @@ from thunder_ext.compile_cache import store
 # the cache holds entries of the default executors; what the torch.compile executor compiles is tested on its own
 pytestmark = pytest.mark.executor_sets("defaults")
 
+HELPER = '''
+def activation(x):
+    return x.relu()
+'''
+
 MODEL = '''
 import torch
+from helper_under_test import activation
 
 SCALE = 2.0
 
@@ -38,7 +45,7 @@ class Net(torch.nn.Module):
 
     def forward(self, x):
         self.seen.add_(x.sum(0))  # a write of a buffer: the extension proves it and runs it in place
-        return self.lin(x).relu() * SCALE * self.scale
+        return activation(self.lin(x)) * SCALE * self.scale
 '''
 
 RUNNER = '''
@@ -82,10 +89,27 @@ print(json.dumps({
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A folder with the model and the runner; the cache in its own folder below."""
-    (tmp_path / "model_under_test.py").write_text(MODEL)
-    (tmp_path / "runner.py").write_text(RUNNER)
+    """A folder with the model and the runner; the cache in its own folder below, empty."""
+    for name, text in (("model_under_test.py", MODEL), ("helper_under_test.py", HELPER), ("runner.py", RUNNER)):
+        (tmp_path / name).write_text(text)
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def _cold(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("cold")
+    for name, text in (("model_under_test.py", MODEL), ("helper_under_test.py", HELPER), ("runner.py", RUNNER)):
+        (folder / name).write_text(text)
+    return folder, run(folder)
+
+
+@pytest.fixture
+def cold(_cold, tmp_path: Path) -> tuple[Path, dict]:
+    """A project whose cache holds what one cold run of the runner saved (made once, copied for each test), and
+    what that run reported."""
+    folder, result = _cold
+    shutil.copytree(folder, tmp_path, dirs_exist_ok=True)
+    return tmp_path, result
 
 
 def env_of(project: Path, **extra: str) -> dict[str, str]:
@@ -122,27 +146,29 @@ def assert_same_computation(warm: dict, cold: dict) -> None:
     assert warm["decisions"] == cold["decisions"] and warm["decisions"], "the same writes, decided alike"
 
 
-def test_a_warm_process_loads_what_a_cold_one_compiled_and_computes_the_same(project):
-    cold = run(project)
+def test_a_warm_process_loads_what_a_cold_one_compiled_and_computes_the_same(cold):
+    project, cold = cold
     assert cold["misses"] == 1 and not loaded(cold)
     assert any(m.startswith("thunder_ext: compiled Net.forward(x: cpu f32[4, 8]) in ") and "saved" in m
                for m in cold["logs"])  # fmt: skip
     assert len(entry_files(project)) == 1
-    warm = run(project)
+    warm = run(project)  # in a copy of the folder the cold process ran in (``cold``)
     assert warm["misses"] == 0 and loaded(warm), warm["logs"]
-    assert_same_computation(warm, cold)
     assert warm["trace"].startswith("# Loaded from thunder_ext's compile cache: ")
     assert any("in place" in d for d in warm["decisions"])
     fresh = run(project, env=env_of(project, THUNDER_EXT_CACHE="0"))
     assert fresh["misses"] == 1 and not loaded(fresh)
-    assert_same_computation(fresh, cold)
+    assert_same_computation(warm, fresh)
+    # the decisions name the user's line in the file this process runs, not where the entry was compiled
+    assert warm["decisions"][0].startswith(str(project / "model_under_test.py"))
+    assert (warm["outs"], warm["seen"]) == (cold["outs"], cold["seen"])
 
 
-def test_the_file_holds_no_tensor_data_only_programs_and_names(project):
-    run(project)
+def test_the_file_holds_no_tensor_data_only_programs_and_names(cold):
+    project, _ = cold
     (path,) = entry_files(project)
     payload = store.read(path)[0].payload
-    assert set(payload) == {"key", "describe", "depends_on", "programs", "guard", "decisions",
+    assert set(payload) == {"key", "describe", "depends_on", "programs", "guard", "decisions", "decision_files",
                             "return_none_instead_of_grads"}  # fmt: skip
     assert payload["guard"] is None  # thunder_ext.jit prunes no check of the prologue
     assert "def computation(" in payload["programs"]["computation"]["text"] and payload["programs"]["backward"]
@@ -158,25 +184,22 @@ def test_the_file_holds_no_tensor_data_only_programs_and_names(project):
 
 @pytest.mark.parametrize(
     "change",
-    ["a parameter's shape", "a parameter's dtype", "the executors", "strict", "the model's code"],
+    ["a parameter's shape", "a parameter's dtype", "the executors", "strict", "the model's code", "a helper's code"],
 )
-def test_each_part_of_the_key_misses_and_compiles(project, change):
-    cold = run(project)
-    options = {
-        "a parameter's shape": {"n": 6},
-        "a parameter's dtype": {"dtype": "float64"},
-        "the executors": {"executors": "torch only"},
-        "strict": {"strict": True},
-        "the model's code": {},
-    }[change]
-    if change == "the model's code":
-        path = project / "model_under_test.py"
-        path.write_text(path.read_text().replace("* SCALE", "* SCALE + 1"))
+def test_each_part_of_the_key_misses_and_compiles(cold, change):
+    # the cache was filled in another folder (``cold``): the model's files are known by their modules, not paths
+    project, cold = cold
+    options = {"a parameter's shape": {"n": 6}, "a parameter's dtype": {"dtype": "float64"},
+               "the executors": {"executors": "torch only"}, "strict": {"strict": True}}.get(change, {})  # fmt: skip
+    if change.endswith("code"):  # each output one more than before
+        path = project / ("model_under_test.py" if change == "the model's code" else "helper_under_test.py")
+        path.write_text(path.read_text().replace("* SCALE", "* SCALE + 1").replace("x.relu()", "x.relu() + 0.5"))
     changed = run(project, **options)
     assert changed["misses"] == 1 and not loaded(changed), changed["logs"]
-    if change == "the model's code":  # a stale entry is removed, and the new one computes the new code
-        assert any("model_under_test.py changed since it was saved" in m for m in changed["logs"])
+    if change.endswith("code"):
         assert flat(changed["outs"]) == pytest.approx([v + 1 for v in flat(cold["outs"])])
+    if change == "a helper's code":  # a file the trace came from, checked when the entry loads: the entry goes
+        assert any(m.endswith("module:helper_under_test changed since it was saved") for m in changed["logs"])
     again = run(project, **options)  # what the changed process saved is loaded in turn
     assert again["misses"] == 0 and loaded(again)
     assert again["outs"] == changed["outs"]
@@ -208,8 +231,8 @@ def _rewritten(path: Path, change) -> None:
 
 
 @pytest.mark.parametrize("damage", ["truncated", "corrupt", "foreign", "another version"])
-def test_a_damaged_or_foreign_file_is_ignored_with_a_log_line_and_compiled_again(project, damage):
-    cold = run(project)
+def test_a_damaged_or_foreign_file_is_ignored_with_a_log_line_and_compiled_again(cold, damage):
+    project, cold = cold
     (path,) = entry_files(project)
     data = path.read_bytes()
     if damage == "truncated":
@@ -228,9 +251,11 @@ def test_a_damaged_or_foreign_file_is_ignored_with_a_log_line_and_compiled_again
         "foreign": "is no entry of this cache format",
         "another version": "saved for another compilation",
     }[damage]
-    assert any(m.startswith(f"thunder_ext: compile cache: ignored {path}") and why in m for m in warm["logs"])
+    assert any(m.startswith(f"thunder_ext: compile cache: ignored and removed {path}") and why in m
+               for m in warm["logs"])  # fmt: skip
     assert warm["outs"] == cold["outs"]
-    assert store.read(path)[0] is not None, "the compilation saved a whole entry over the damaged file"
+    (saved,) = entry_files(project)  # the compilation's, whole; the damaged file is gone
+    assert store.read(saved)[0] is not None and (saved == path or not path.exists())
 
 
 def test_two_processes_compiling_the_same_call_at_once_leave_one_whole_entry(project):
@@ -271,8 +296,8 @@ def test_writers_of_one_entry_at_once_never_let_a_reader_see_part_of_it(tmp_path
 
 @pytest.mark.skipif(not hasattr(os, "getuid"), reason="file ownership is a POSIX notion")
 @pytest.mark.parametrize("what", ["the cache folder", "the entry"])
-def test_nothing_is_loaded_from_where_another_user_may_write(project, what):
-    run(project)
+def test_nothing_is_loaded_from_where_another_user_may_write(cold, what):
+    project, _ = cold
     (path,) = entry_files(project)
     target = project / "cache" if what == "the cache folder" else path
     target.chmod(target.stat().st_mode | stat.S_IWOTH)
@@ -284,8 +309,8 @@ def test_nothing_is_loaded_from_where_another_user_may_write(project, what):
     assert any("may be written by other users" in m for m in warm["logs"])
 
 
-def test_the_size_limit_removes_the_least_recently_used_entries(project):
-    first = run(project)
+def test_the_size_limit_removes_the_least_recently_used_entries(cold):
+    project, first = cold
     (oldest,) = entry_files(project)
     limit = 1.5 * oldest.stat().st_size / 2**20  # room for one entry, not two
     run(project, n=6, env=env_of(project, THUNDER_EXT_CACHE_MAX_MB=str(limit)))
@@ -294,8 +319,8 @@ def test_the_size_limit_removes_the_least_recently_used_entries(project):
     assert again["misses"] == 1 and again["outs"] == first["outs"]
 
 
-def test_off_means_no_file_is_read_or_written(project):
-    run(project)
+def test_off_means_no_file_is_read_or_written(cold):
+    project, _ = cold
     off = run(project, env=env_of(project, THUNDER_EXT_CACHE="0"))
     assert off["misses"] == 1 and not loaded(off)
     (project / "cache" / "fresh").mkdir()
@@ -354,8 +379,8 @@ def test_a_growing_cache_loads_every_bucket_and_growth_copy_warm(project):
     assert any("loaded the growth copy for a KV cache of 16 positions from the compile cache" in m for m in warm["logs"])
 
 
-def test_a_loaded_trace_says_it_keeps_no_bound_symbols(project):
-    run(project)
+def test_a_loaded_trace_says_it_keeps_no_bound_symbols(cold):
+    project, _ = cold
     (project / "bsyms.py").write_text(RUNNER.replace("trace = thunder.last_traces(jitted)[-1]", textwrap.dedent("""
         trace = thunder.last_traces(jitted)[-1]
         try:

@@ -19,7 +19,7 @@ import torch
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from thunder_ext.compile_cache import store
-from thunder_ext.compile_cache.key import changed_file, depends_on, key_of
+from thunder_ext.compile_cache.key import changed_source, depends_on, file_now, key_of, source_names
 from thunder_ext.thunder026.cache_entries import (
     ROLES,
     NotStorable,
@@ -100,7 +100,8 @@ class _Cache:
             try:
                 entry = self._rebuilt(stored, cd, start)
             except (NotStorable, KeyError, TypeError, ValueError, SyntaxError) as e:
-                log.warning("thunder_ext: compile cache: ignored %s: %s", stored.path, e)
+                log.warning("thunder_ext: compile cache: ignored and removed %s: %s", stored.path, e)
+                store.remove(stored.path)
                 continue
             if entry is not None:
                 interpreter_cache(self._jitted()).append(entry)
@@ -110,7 +111,7 @@ class _Cache:
         payload = stored.payload
         if payload.get("key") != self.fields:  # a file of another compilation, or of another version
             raise ValueError("it was saved for another compilation (its key differs)")
-        changed = changed_file(payload["depends_on"])
+        changed = changed_source(payload["depends_on"])
         if changed is not None:
             log.info("thunder_ext: compile cache: removed %s: %s changed since it was saved", stored.path, changed)
             store.remove(stored.path)
@@ -121,7 +122,7 @@ class _Cache:
         guard = None if payload["guard"] is None else rebuilt(Program(**payload["guard"]), cd.fn)
         transform = _inplace_transform(cd)
         if transform is not None and traces["computation"]:
-            decisions = [InplaceDecision(**d) for d in payload["decisions"]]
+            decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
             transform.decisions[traces["computation"][0]] = decisions
         first_use = _FirstUse(entry.prologue_fn, guard, self, stored.path, payload["describe"], start)
         return entry._replace(prologue_fn=first_use)
@@ -132,14 +133,16 @@ class _Cache:
         name = _described(cd.fn, entry)
         try:
             programs, guard = programs_of(entry, cd.fn), guard_of(entry, cd.fn)
+            decisions = _decisions(cd, entry)
             traced = {b.source_filename for b in entry.computation_traces[0].bound_symbols if b.source_filename}
             payload = {
                 "key": self.fields,
                 "describe": name,
-                "depends_on": depends_on(cd.fn, traced, programs),
+                "depends_on": depends_on(self.fields, traced, programs),
                 "programs": {r: None if p is None else dataclasses.asdict(p) for r, p in programs.items()},
                 "guard": None if guard is None else dataclasses.asdict(guard),
-                "decisions": [dataclasses.asdict(d) for d in _decisions(cd, entry)],
+                "decisions": [dataclasses.asdict(d) for d in decisions],
+                "decision_files": source_names({d.source.partition(":")[0] for d in decisions if d.source}),
                 "return_none_instead_of_grads": bool(entry.return_none_instead_of_grads),
             }
         except NotStorable as e:
@@ -177,6 +180,14 @@ class _FirstUse:
             store.mark_used(self.path)
             log.info("thunder_ext: loaded %s from the compile cache in %.2f s", self.name, self.seconds)
         return result
+
+
+def _here(decision: InplaceDecision, files: dict[str, str]) -> InplaceDecision:
+    """``decision``, its user's line in the file this process runs (the module may lie elsewhere than where the
+    entry was compiled: another checkout)."""
+    path, colon, rest = decision.source.partition(":")
+    now = file_now(files[path]) if path in files else None
+    return decision if now is None else dataclasses.replace(decision, source=f"{now}{colon}{rest}")
 
 
 def _inplace_transform(cd: object) -> InplaceTransform | None:

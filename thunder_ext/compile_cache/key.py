@@ -9,11 +9,13 @@ cache info (grad mode, default dtype and device, autocast). What no prologue che
 - the versions: Python, torch, thunder, and the extension (its version and a digest of its own source files);
 - what is compiled: the module's class, or the function;
 - the executors, by name and version, in order; each transform, by its class and options; thunder's options;
-- the code: each file the trace came from (the files of the lines its ops were traced at, of the module's classes
-  and their methods, of the function, and of each function its programs call), with a digest of its content,
-  checked again when the entry is loaded (``changed_file``).
+- the code: the files of the module's classes and their methods, or of the function;
+- and, for each entry, the other files its trace came from (of the lines its ops were traced at, and of each
+  function its programs call), checked again when the entry is loaded (``changed_source``).
 
-The first four are the key (``key_of``): a folder of the cache. The code is each entry's ``depends_on``.
+A file is named by the module that runs from it, with a digest of its content: a later process checks the file it
+would run, wherever that lies (another checkout of the same package). The first five are the key (``key_of``): a
+folder of the cache; the last are each entry's ``depends_on``.
 ``NotStorable`` where a part cannot be named: options the key cannot see would let a compilation made with other
 options be reused.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import importlib.util
 import inspect
 import json
 import os
@@ -45,6 +48,7 @@ def key_of(cd: object) -> tuple[str, dict]:
         "format": FORMAT,
         "versions": _versions(),
         "compiled": _name_of(type(cd.fn) if isinstance(cd.fn, torch.nn.Module) else cd.fn),
+        "code": _digests(_files_of_compiled(cd.fn)),
         "executors": [[executor_name(ex), str(ex.version)] for ex in cd.executors_list],
         "transforms": [_transform_key(t) for t in cd.transforms if not getattr(t, "compile_cache_skips", False)],
         "options": {
@@ -62,26 +66,60 @@ def key_of(cd: object) -> tuple[str, dict]:
     return hashlib.sha256(text.encode()).hexdigest()[:32], fields
 
 
-def depends_on(compiled: object, traced_files: set[str], programs: dict[str, Program | None]) -> dict[str, str]:
-    """The digest of each file the entry's trace came from: ``traced_files`` (those of its ops' lines), those of
-    ``compiled`` (a module's classes and their methods, or a function) and of the functions its programs call."""
-    files = set(traced_files) | set(_files_of_compiled(compiled))
+def depends_on(key: dict, traced_files: set[str], programs: dict[str, Program | None]) -> dict[str, str]:
+    """The digest of each other source the entry's trace came from than ``key``'s code: ``traced_files`` (those of
+    its ops' lines) and those of the functions its programs call."""
+    files = set(traced_files)
     for program in (p for p in programs.values() if p is not None):
         for reference in program.names.values():
             if reference not in (COMPILED, NONE) and ":" in reference:
                 files |= set(_files_of(imported(reference)))
-    return {path: _digest_of_file(path) for path in sorted(files)}
+    return {source: digest for source, digest in _digests(files).items() if source not in key["code"]}
 
 
-def changed_file(files: dict[str, str]) -> str | None:
-    """A file of ``files`` (path: digest) that is gone or no longer has its digest, or None."""
-    for path, digest in files.items():
+def changed_source(sources: dict[str, str]) -> str | None:
+    """A source of ``sources`` (as ``depends_on`` names them) that is gone or no longer has its digest in this
+    process, or None."""
+    for source, digest in sources.items():
+        path = file_now(source)
         try:
-            if _digest_of_file(path) != digest:
-                return path
+            if path is None or _digest_of_file(path) != digest:
+                return source
         except NotStorable:
-            return path
+            return source
     return None
+
+
+def source_names(files: list[str] | set[str]) -> dict[str, str]:
+    """Each file named as the module that runs from it (``module:<name>``), so that a later process finds the file
+    it runs, wherever that lies; a file of no module by its path (``file:<path>``)."""
+    modules = {}
+    for name, module in sorted(sys.modules.items(), key=lambda item: item[0] == "__main__"):  # "__main__" last
+        where = getattr(module, "__file__", None)
+        if isinstance(where, str):
+            modules.setdefault(os.path.realpath(where), name)
+    return {path: f"module:{modules[real]}" if (real := os.path.realpath(path)) in modules else f"file:{path}"
+            for path in sorted(set(files))}  # fmt: skip
+
+
+def _digests(files: list[str] | set[str]) -> dict[str, str]:
+    """Each file's digest, by its ``source_names`` name."""
+    return {source: _digest_of_file(path) for path, source in source_names(files).items()}
+
+
+def file_now(source: str) -> str | None:
+    """The file a source names in this process: its module's, found as an import would find it."""
+    kind, _, name = source.partition(":")
+    if kind == "file":
+        return name
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__file__", None)
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    return None if spec is None else spec.origin
 
 
 @functools.cache

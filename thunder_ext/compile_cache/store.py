@@ -15,8 +15,9 @@ the entry as JSON. The rules:
   write it; the folders are made so (mode 0700). Anything else is ignored, with a log line.
 - **Atomic**: a file is written under a temporary name in its folder, then renamed over the entry: a reader sees
   the whole old file or the whole new one, and two processes writing the same entry leave one whole file.
-- **Checked**: a file whose header, digest or JSON is wrong (truncated, corrupt, of another format) is ignored with
-  a log line and never executed; the compilation it would have saved runs, and saves a whole file again.
+- **Checked**: a file whose header, digest or JSON is wrong (truncated, corrupt, of another format) is never
+  executed: it is removed with a log line (left, where it is not the user's own); the compilation it would have
+  saved runs, and saves a whole file.
 - **Least recently used goes first**: loading an entry marks it used (its modification time).
 """
 
@@ -105,10 +106,13 @@ def entries(key: str) -> Iterator[Stored]:
         return
     for path in sorted(at.glob(f"*{_SUFFIX}")):
         stored, why = read(path)
-        if stored is None:
-            log.warning("thunder_ext: compile cache: ignored %s: %s", path, why)
-        else:
+        if stored is not None:
             yield stored
+        elif untrusted(path) is None:  # the user's own file, damaged: its compilation will save a whole one
+            log.warning("thunder_ext: compile cache: ignored and removed %s: %s", path, why)
+            remove(path)
+        else:
+            log.warning("thunder_ext: compile cache: ignored %s: %s", path, why)
 
 
 def read(path: Path) -> tuple[Stored | None, str]:
