@@ -431,3 +431,21 @@ def test_the_folder_follows_the_settings(monkeypatch, tmp_path):
     monkeypatch.setenv("THUNDER_EXT_CACHE_MAX_MB", "lots")
     with pytest.raises(ValueError, match="THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, got 'lots'"):
         store.max_bytes()
+
+
+def test_the_command_lists_the_entries_and_clears_them(tmp_path, monkeypatch, capsys):
+    from thunder_ext.tools import cache
+
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("THUNDER_EXT_CACHE", "1")
+    store.save("k1", {"describe": "Net.forward(x: cpu f32[4, 8])", "pad": "x" * 3000})
+    store.save("k2", {"describe": "GPT.forward(idx: cpu i64[1, 1], input_pos: cpu i64[1], 128)"})
+    cache.main([])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"compile cache: {tmp_path}, on; 2 entries, 0.0 MB of at most 1024 MB")
+    assert [line.split("  ")[1] for line in out[1:]] == ["GPT.forward(idx: cpu i64[1, 1], input_pos: cpu i64[1], 128)",
+                                                         "Net.forward(x: cpu f32[4, 8])"]  # fmt: skip
+    assert "MB, used 0 s ago" in out[1]
+    cache.main(["clear"])
+    assert capsys.readouterr().out == f"removed 2 entries from {tmp_path}\n"
+    assert store.every_entry() == [] and list(tmp_path.iterdir()) == []
