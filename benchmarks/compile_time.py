@@ -138,17 +138,27 @@ def timed_tokens(model: torch.nn.Module, prompt: torch.Tensor, new: int, tokens:
     return took
 
 
-def _run(model: str, layers: int, runner: str, new: int, second: bool, threads: int) -> Run:
-    torch.set_num_threads(threads)
+def logged_messages() -> list[str]:
+    """The list that every message of the extension's log goes to from now on."""
     logged: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: logged.append(record.getMessage())
     logging.getLogger("thunder_ext").addHandler(handler)
+    return logged
+
+
+def vocabulary(model: str) -> int:
+    return 1024 if model == "demo" else 49152
+
+
+def _run(model: str, layers: int, runner: str, new: int, second: bool, threads: int) -> Run:
+    torch.set_num_threads(threads)
+    logged = logged_messages()
     start = time.perf_counter()
     compiled = build(model, layers, runner)
     setup = time.perf_counter() - start
     tokens: list[int] = []
-    vocab = 1024 if model == "demo" else 49152
+    vocab = vocabulary(model)
     g = torch.Generator().manual_seed(0)
     with torch.inference_mode(), gc_paused():  # compilations throughout (measure.gc_paused says why)
         first = timed_tokens(compiled, torch.randint(0, vocab, (PROMPT,), generator=g), new, tokens)

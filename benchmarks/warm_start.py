@@ -30,7 +30,9 @@ from thunder_ext.benchmarks.compile_time import (
     PROMPT,
     build,
     in_fresh_process,
+    logged_messages,
     timed_tokens,
+    vocabulary,
 )
 from thunder_ext.benchmarks.measure import gc_paused, status
 from thunder_ext.benchmarks.report import Table, Target, ratio
@@ -81,24 +83,18 @@ def _run(model: str, layers: int, runner: str, new: int, threads: int, cache_dir
     # before anything imports Inductor or the extension: both read their folders from the environment
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache_dir) / "inductor")
     os.environ["THUNDER_EXT_CACHE"], os.environ["THUNDER_EXT_CACHE_DIR"] = "1", str(Path(cache_dir) / "thunder_ext")
-    import logging
-
     import litgpt.generate.base  # noqa: F401  (what generate imports, imported before the clock starts)
     import thunder  # noqa: F401
 
     import thunder_ext  # noqa: F401
 
     torch.set_num_threads(threads)
-    logged: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: logged.append(record.getMessage())
-    logging.getLogger("thunder_ext").addHandler(handler)
+    logged = logged_messages()
     imported = time.perf_counter()
     compiled = build(model, layers, runner)
     setup = time.perf_counter() - imported
     tokens: list[int] = []
-    vocab = 1024 if model == "demo" else 49152
-    prompt = torch.randint(0, vocab, (PROMPT,), generator=torch.Generator().manual_seed(0))
+    prompt = torch.randint(0, vocabulary(model), (PROMPT,), generator=torch.Generator().manual_seed(0))
     with torch.inference_mode(), gc_paused():
         took = timed_tokens(compiled, prompt, new, tokens)
     kept = [m for m in logged if m.startswith(("thunder_ext: compiled", "thunder_ext: loaded"))]
