@@ -200,9 +200,10 @@ def test_each_part_of_the_key_misses_and_compiles(cold, change):
         assert flat(changed["outs"]) == pytest.approx([v + 1 for v in flat(cold["outs"])])
     if change == "a helper's code":  # a file the trace came from, checked when the entry loads: the entry goes
         assert any(m.endswith("module:helper_under_test changed since it was saved") for m in changed["logs"])
-    again = run(project, **options)  # what the changed process saved is loaded in turn
-    assert again["misses"] == 0 and loaded(again)
-    assert again["outs"] == changed["outs"]
+    if change.endswith("code"):  # what the changed code compiled is saved, and loads in turn
+        again = run(project, **options)
+        assert again["misses"] == 0 and loaded(again)
+        assert again["outs"] == changed["outs"]
 
 
 def test_the_plugin_loads_warm_and_its_pruned_checks_still_guard_the_first_call(project):
