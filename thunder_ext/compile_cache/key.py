@@ -97,9 +97,16 @@ def source_names(files: list[str] | set[str]) -> dict[str, str]:
     for name, module in sorted(sys.modules.items(), key=lambda item: item[0] == "__main__"):  # "__main__" last
         where = getattr(module, "__file__", None)
         if isinstance(where, str):
-            modules.setdefault(os.path.realpath(where), name)
-    return {path: f"module:{modules[real]}" if (real := os.path.realpath(path)) in modules else f"file:{path}"
-            for path in sorted(set(files))}  # fmt: skip
+            modules.setdefault(where, name)
+    resolved = None  # the same, each file by its real path: thousands of system calls, made only where needed
+    named = {}
+    for path in sorted(set(files)):
+        module = modules.get(path)
+        if module is None:
+            resolved = resolved or {os.path.realpath(where): name for where, name in reversed(modules.items())}
+            module = resolved.get(os.path.realpath(path))
+        named[path] = f"module:{module}" if module else f"file:{path}"
+    return named
 
 
 def _digests(files: list[str] | set[str]) -> dict[str, str]:

@@ -182,11 +182,11 @@ def executor_name(executor: Executor) -> str:
 def imported(reference: str) -> object:
     """What a ``Program``'s reference stands for in this process."""
     if reference.startswith(_EXECUTOR):
-        executor_name, _, name = reference.removeprefix(_EXECUTOR).rpartition(":")
-        executor = get_executor(executor_name)
+        owner, _, name = reference.removeprefix(_EXECUTOR).rpartition(":")
+        executor = get_executor(owner)
         found = None if executor is None else _implementation(executor, name)
         if found is None:
-            raise ImportError(f"no executor {executor_name} registers an operator {name}")
+            raise ImportError(f"no executor {owner} registers an operator {name}")
         return found
     module, _, qualname = reference.partition(":")
     value = __import__(module, fromlist=["_"])
