@@ -18,6 +18,7 @@ from thunder.core.symbol import has_tags
 from thunder.core.trace import TraceCtx, tracectx
 from thunder.core.transforms import Transform
 from thunder.executors.passes import update_fusion_call_ctx
+from thunder.transforms.cudagraph import CUDAGraphRunner, CUDAGraphTransform
 from torch.testing import assert_close
 
 import thunder_ext
@@ -328,3 +329,38 @@ COPIES_NVFUSER_WOULD_ALIAS = {
     "clone": (clone_then_write, (4,)),
     "max over a size-1 axis": (max_over_a_size_one_axis_then_write, (3, 1)),
 }
+
+
+class _ReplayingRunner(CUDAGraphRunner):
+    """What a captured CUDA graph does with its arguments, without CUDA: the first call of a shape keeps the
+    tensors it ran on (static ones, as thunder tags module buffers and parameters, by address; the others as
+    copies), and each later call copies its non-static arguments in, runs on the kept tensors, and returns the
+    first call's outputs with the new values. A static argument that moved is not seen, as a graph does not."""
+
+    def build_cuda_graph(self, fn, args, static_args_mask):
+        kept = tuple(a if static else self.get_static_buffer(a) for a, static in zip(args, static_args_mask))
+        return fn, kept, fn(*kept)
+
+    def call_cuda_graph(self, fn_name, *args):
+        key = self.make_cache_key(fn_name, *args)
+        if key not in self.cuda_graph_cache:
+            fn, _ = self.python_callables[fn_name]
+            self.cuda_graph_cache[key] = self.build_cuda_graph(fn, args, self.make_static_inputs_mask(fn_name, *args))
+            return self.cuda_graph_cache[key][2]
+        fn, kept, outputs = self.cuda_graph_cache[key]
+        for k, a in zip(kept, args):
+            if k is not a and isinstance(k, torch.Tensor):
+                k.copy_(a)
+        for out, new in zip(outputs, fn(*kept)):
+            if isinstance(out, torch.Tensor):
+                out.copy_(new)
+        return outputs
+
+
+class ReplayedGraphs(CUDAGraphTransform):
+    """thunder's ``CUDAGraphTransform`` with its regions replayed as a captured graph replays them
+    (``_ReplayingRunner``), for CPU tests of what graphs assume of the tensors they are given."""
+
+    def __init__(self):
+        super().__init__()
+        self.cuda_graph_runner = _ReplayingRunner()

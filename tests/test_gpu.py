@@ -12,6 +12,8 @@ reason ``nvfuser_inplace_available`` gives. ``scripts/gpu_check.sh`` runs this f
 writes docs/gpu_results.md.
 """
 
+import copy
+
 import pytest
 import thunder
 import torch
@@ -251,3 +253,23 @@ def test_llama_greedy_decoding(executors):
     expected = greedy_without_cache(pair.eager, prompt, 10)
     pair.set_kv_cache(batch_size=1, max_seq_length=32)
     assert torch.equal(pair.greedy(prompt, 10), expected)
+
+
+def test_cuda_graphs_over_the_growing_cache_decode_eagers_tokens_across_generate_calls(executors):
+    """thunder's CUDA graphs over ``set_kv_cache``'s buckets: each call grows the cache, and the next one starts
+    again on the first bucket, whose graphs the first call captured (growing_cache.py's rule 7)."""
+    from litgpt.generate.base import generate
+    from thunder.transforms.cudagraph import CUDAGraphTransform
+
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=2, block_size=64).cuda()
+    graphed = thunder_ext.jit(
+        copy.deepcopy(eager), executors=executors, transforms=[CUDAGraphTransform()], disable_torch_autograd=True
+    )
+    eager.set_kv_cache(batch_size=1, max_seq_length=32, device="cuda")
+    thunder_ext.set_kv_cache(graphed, batch_size=1, max_seq_length=32, min_capacity=8, device="cuda")
+    with torch.inference_mode():
+        for length in (5, 4, 5):
+            prompt = torch.randint(0, 96, (length,), device="cuda")
+            expected = generate(eager, prompt, length + 12, temperature=0.0, include_prompt=False)
+            assert torch.equal(generate(graphed, prompt, length + 12, temperature=0.0, include_prompt=False), expected)

@@ -15,7 +15,7 @@ import torch
 from torch.testing import assert_close
 
 import thunder_ext
-from helpers import VOCAB, caches, small_llama
+from helpers import VOCAB, ReplayedGraphs, caches, small_llama
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
 from litgpt.generate.base import generate  # noqa: E402
@@ -162,6 +162,29 @@ def test_litgpts_generate_decodes_eagers_tokens_and_compiles_nothing_for_a_seen_
         assert torch.equal(generate(jitted, prompt, length + 12, temperature=0.0, include_prompt=False), expected)
         misses.append(thunder.cache_misses(jitted))
     assert misses == [2, 2] and capacity(jitted) == 16  # the buckets 8 and 16, compiled once
+
+
+@pytest.mark.executor_sets("defaults")  # CI time: what graphs capture is the same under every executor set
+def test_cuda_graphs_find_each_bucket_where_they_captured_it_across_generate_calls():
+    """Rule 7, with a CPU stand-in for CUDA graphs that runs each replay on the tensors its capture was given
+    (tests/helpers.py): each call grows the cache from 8 to 16 positions, then the next call starts again at 8,
+    whose graphs were captured in the first call."""
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=1, block_size=64)
+    graphed = thunder_ext.jit(copy.deepcopy(eager), transforms=[ReplayedGraphs()], disable_torch_autograd=True)
+    eager.set_kv_cache(batch_size=1, max_seq_length=32)
+    thunder_ext.set_kv_cache(graphed, batch_size=1, max_seq_length=32, min_capacity=8)
+    first_bucket = [t.data_ptr() for t in caches(graphed._model)]
+    for length in (5, 4, 5):
+        prompt = torch.randint(0, VOCAB, (length,))
+        expected = generate(eager, prompt, length + 12, temperature=0.0, include_prompt=False)
+        assert torch.equal(generate(graphed, prompt, length + 12, temperature=0.0, include_prompt=False), expected)
+        assert capacity(graphed) == 16
+    graphed(torch.zeros(1, 1, dtype=torch.int64), torch.tensor([0]))  # a new sequence: the first bucket again
+    assert [t.data_ptr() for t in caches(graphed._model)] == first_bucket
+    # a second set_kv_cache of the same shapes takes the same buffers, which its graphs captured
+    thunder_ext.set_kv_cache(graphed, batch_size=1, max_seq_length=32, min_capacity=8)
+    assert [t.data_ptr() for t in caches(graphed._model)] == first_bucket
 
 
 @pytest.mark.executor_sets("defaults")  # an eager model: nothing compiled

@@ -28,6 +28,12 @@ The rules, each with its test in ``tests/test_growing_cache.py``:
    of more tokens than a sliding window holds.
 6. **Compilations are logged** (``logging.getLogger("thunder_ext")``, INFO): the function, the bucket, the
    seconds, before and after each compilation that a new bucket brings.
+7. **CUDA graphs keep their addresses.** thunder's ``CUDAGraphTransform`` captures a module buffer's address
+   once per shape, and its replays read and write there; a bucket allocated anew (a new sequence after a
+   growth) would leave a graph on the old bucket's freed memory. Under that transform every buffer and mask
+   is kept once allocated, by layer and shape, across ``set_kv_cache`` calls too, and a bucket met again takes
+   its kept buffers, zeroed (``KeptBuffers``): the buckets of every capacity reached stay allocated, at most
+   about twice the largest.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from litgpt.model import GPT, KVCache, batched_index_copy_, build_mask_cache
 from thunder.core.module import ThunderModule
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import is_tracing
+from thunder.transforms.cudagraph import CUDAGraphTransform
 
 from thunder_ext.compile_cache import CompileCache, loaded_calls
 from thunder_ext.decisions import inplace_decisions
@@ -131,6 +138,40 @@ def _grow(old: list[torch.Tensor], new: list[torch.Tensor]) -> None:
     copy_into_larger(old, new)
 
 
+class KeptBuffers:
+    """Rule 7: the caches' buffers and masks of a model compiled with thunder's ``CUDAGraphTransform``, each kept
+    once allocated, so that a graph captured on a bucket finds it where it was captured. Kept on the compiled
+    module, so that a later ``set_kv_cache`` of the same shapes takes them too."""
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple, list[torch.Tensor]] = {}
+        self.masks: dict[tuple, torch.Tensor] = {}
+
+    @staticmethod
+    def of(model: torch.nn.Module) -> KeptBuffers | None:
+        """``model``'s kept buffers where thunder compiled it with CUDA graphs, else None."""
+        data = thunder.compile_data(model)
+        if data is None or not any(isinstance(t, CUDAGraphTransform) for t in data.transforms):
+            return None
+        previous = model.__dict__.get("forward")
+        return previous.kept if isinstance(previous, BucketedForward) and previous.kept else KeptBuffers()
+
+    def buffers(self, layer: int, cache: GrowingKVCache, capacity: int) -> list[torch.Tensor]:
+        """Layer ``layer``'s buffers of ``capacity`` positions, shaped and placed as ``cache``'s: kept ones zeroed
+        (as litgpt's cache starts), else new ones, kept."""
+        key = (layer, capacity, *((t.shape[:2], t.shape[3], t.dtype, t.device) for t in (cache.k, cache.v)))
+        if key not in self.kept:
+            self.kept[key] = cache.empty_buffers(capacity)
+            return self.kept[key]
+        return [t.zero_() for t in self.kept[key]]
+
+    def mask(self, gpt: GPT, capacity: int, device: torch.device | None) -> torch.Tensor:
+        key = (capacity, device, gpt.config.attention_logit_softcapping is None)
+        if key not in self.masks:
+            self.masks[key] = _mask(gpt, capacity, device)
+        return self.masks[key]
+
+
 @torch.inference_mode(False)  # normal tensors, wherever it is called (GrowingKVCache.empty_buffers)
 def set_kv_cache(
     model: torch.nn.Module,
@@ -166,16 +207,19 @@ def set_kv_cache(
         gpt.max_seq_length = limit  # litgpt rebuilds its rope cache for the new length
         changed |= {name: getattr(gpt, name) for name in ("cos", "sin")}
     capacity = min(min_capacity, limit)
+    kept = KeptBuffers.of(model)
     for i, block in enumerate(gpt.transformer.h):
         # litgpt's own shapes and sliding windows, for the whole limit, without allocating them
         template = block.attn.build_kv_cache(batch_size, limit, rope_cache_length, torch.device("meta"), dtype)
         cache = GrowingKVCache(template, min(capacity, template.max_cache_len), device=device, dtype=dtype)
+        if kept is not None:
+            cache.use(*kept.buffers(i, cache, cache.max_cache_len))
         block.attn.kv_cache = cache
         changed |= {f"transformer.h.{i}.attn.kv_cache.{name}": getattr(cache, name) for name in ("k", "v")}
-    gpt.mask_cache = _mask(gpt, capacity, device)
+    gpt.mask_cache = _mask(gpt, capacity, device) if kept is None else kept.mask(gpt, capacity, device)
     if isinstance(model, ThunderModule):
         refresh_thunder_module(model, changed)
-    model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity)
+    model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity, kept)
 
 
 @torch.inference_mode(False)
@@ -217,9 +261,10 @@ class BucketedForward:
     the model's (``decisions_before``).
     """
 
-    def __init__(self, model: torch.nn.Module, gpt: GPT, batch_size: int, min_capacity: int, capacity: int):
+    def __init__(self, model: torch.nn.Module, gpt: GPT, batch_size: int, min_capacity: int, capacity: int,
+                 kept: KeptBuffers | None):  # fmt: skip
         self.model, self.gpt, self.batch_size, self.min_capacity = model, gpt, batch_size, min_capacity
-        self.capacity = capacity
+        self.capacity, self.kept = capacity, kept
         self.attentions = [block.attn for block in gpt.transformer.h]
         self.caches = [attn.kv_cache for attn in self.attentions]
         self.compiled = thunder.compile_data(model) is not None
@@ -294,7 +339,7 @@ class BucketedForward:
             return
         resized = [(i, c) for i, c in enumerate(self.caches) if min(capacity, c.limit) != c.max_cache_len]
         old = [t for _, c in resized for t in (c.k, c.v)]
-        new = [t for _, c in resized for t in c.empty_buffers(min(capacity, c.limit))]
+        new = [t for i, c in resized for t in self._buffers(i, c, min(capacity, c.limit))]
         if copy and resized:
             self.grew = True
             if self.compiled:
@@ -305,11 +350,15 @@ class BucketedForward:
                 self.grow(old, new)
         for (_, cache), k, v in zip(resized, new[0::2], new[1::2]):
             cache.use(k, v)
-        self.gpt.mask_cache = _mask(self.gpt, capacity, self.gpt.mask_cache.device)
+        device = self.gpt.mask_cache.device
+        self.gpt.mask_cache = self.kept.mask(self.gpt, capacity, device) if self.kept else _mask(self.gpt, capacity, device)
         if isinstance(self.model, ThunderModule):
             changed = {f"transformer.h.{i}.attn.kv_cache.{n}": getattr(c, n) for i, c in resized for n in ("k", "v")}
             refresh_thunder_module(self.model, changed)
         self.capacity = capacity
+
+    def _buffers(self, layer: int, cache: GrowingKVCache, capacity: int) -> list[torch.Tensor]:
+        return cache.empty_buffers(capacity) if self.kept is None else self.kept.buffers(layer, cache, capacity)
 
     def _compiled_call(self, idx: torch.Tensor, input_pos: torch.Tensor, tokens: int) -> torch.Tensor:
         """The compiled call of one chunk, at the capacity; the logits of its first ``tokens`` tokens."""
