@@ -17,6 +17,8 @@
 # first (`bash scripts/gpu_kit.sh`: thunder, litgpt, nvFuser, transformers; git-ignored), then run there, carrying
 # ".gpu-kit":  bash scripts/gpu_check.sh
 # GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run; results go to $OUT (else /tmp/gpu-check).
+# GPU_CHECK_STEPS picks steps (default "probe tests thunder-suite adam generate fuzz"; also "compile-profile":
+# scripts/gpu_compile_profile.py); GPU_CHECK_WORKERS the test step's pytest workers (4); GPU_CHECK_GENERATE the generate runs, "MODEL LENGTH RUNNERS" separated by ";".
 # For a dry run on a CPU machine: GPU_CHECK_DEVICE=cpu GPU_CHECK_PYTHON=.venv/bin/python (no kit, no install).
 
 set -u
@@ -30,6 +32,7 @@ mkdir -p "$R"
 exec > >(tee -a "$R/log.txt") 2>&1
 left() { local s=$((DEADLINE - $(date +%s))); echo $((s > 5 ? s : 5)); }
 say() { echo "[gpu_check +$(($(date +%s) - START))s] $*"; }
+want() { [[ " ${GPU_CHECK_STEPS:-probe tests thunder-suite adam generate fuzz} " == *" $1 "* ]]; }
 
 if [ -n "${GPU_CHECK_PYTHON:-}" ]; then
     PY=("$(cd "$(dirname "$GPU_CHECK_PYTHON")" && pwd)/$(basename "$GPU_CHECK_PYTHON")")  # absolute: a step runs in /tmp
@@ -53,11 +56,12 @@ print("ENV " + json.dumps({"gpu": gpu, "python": platform.python_version(), "tor
       "default_executors": [e.name for e in thunder.get_default_executors()]}))
 EOF
 # first, in the foreground and into this log: the probe of the last run's open question (a few seconds)
-timeout 120 "${PY[@]}" scripts/gpu_probe.py || say "the probe failed"
+want probe && { timeout 120 "${PY[@]}" scripts/gpu_probe.py || say "the probe failed"; }
 export THUNDER_EXT_TIMING_LOCK=/tmp/gpu-check-timing.lock PYTHONUNBUFFERED=1
 TIMEOUT_FLAGS=()
 "${PY[@]}" -c "import pytest_timeout" 2>/dev/null && TIMEOUT_FLAGS=(--timeout 240)
 
+export THUNDER_EXT_CACHE=0  # every compilation measured as a first process's
 STEPS=()  # the background steps' pids: a plain `wait` would also wait for the log's tee
 run() {  # run NAME LOG CMD...: in the background, stopped at the deadline (SIGINT first: pytest then reports)
     local name=$1 log=$2
@@ -68,16 +72,20 @@ run() {  # run NAME LOG CMD...: in the background, stopped at the deadline (SIGI
 }
 
 # -v: each test's outcome is in the log as it ends, for a run stopped before pytest's summary (one was)
-run "tests/test_gpu.py" "$R/test_gpu.log" "${PY[@]}" -m pytest tests/test_gpu.py \
+want tests && run "tests/test_gpu.py" "$R/test_gpu.log" "${PY[@]}" -m pytest tests/test_gpu.py \
     tests/test_fuzz_against_eager.py::test_regression_on_cuda -v -rfEs -p no:cacheprovider \
-    -n 4 "${TIMEOUT_FLAGS[@]}" --junitxml="$R/test_gpu.xml"
+    -n "${GPU_CHECK_WORKERS:-4}" "${TIMEOUT_FLAGS[@]}" --junitxml="$R/test_gpu.xml"
 # from /tmp, so that this project's pytest settings do not apply (docs/thunder_suites.md)
-run "thunder's litgpt KV-cache variants" "$R/thunder_suite.log" bash -c 'cd /tmp &&
+want thunder-suite && run "thunder's litgpt KV-cache variants" "$R/thunder_suite.log" bash -c 'cd /tmp &&
         echo "== thunder.tests.test_jit_general -k \"litgpt_variants_kvcache and cuda\" --thunder-ext"
         "$@" -m pytest -q -rfEs -p no:cacheprovider -n 2 --thunder-ext --pyargs thunder.tests.test_jit_general \
             -k "litgpt_variants_kvcache and cuda"' _ "${PY[@]}"
-run "adam profile" "$R/adam_profile.log" "${PY[@]}" scripts/gpu_adam_profile.py --device "$DEVICE"
-for config in "SmolLM2-135M 2048 eager,growing" "demo 2048 eager,growing,graphs"; do
+want adam && run "adam profile" "$R/adam_profile.log" "${PY[@]}" scripts/gpu_adam_profile.py --device "$DEVICE"
+want compile-profile && run "compile profile" "$R/compile_profile.log" "${PY[@]}" scripts/gpu_compile_profile.py \
+    --device "$DEVICE"
+IFS=';' read -ra CONFIGS <<<"${GPU_CHECK_GENERATE:-SmolLM2-135M 2048 eager,growing;demo 2048 eager,growing,graphs}"
+want generate || CONFIGS=()
+for config in "${CONFIGS[@]}"; do
     set -- $config
     # the timed calls need a minute after the last compilation
     run "generate $1 $2" "$R/generate.log" "${PY[@]}" -m thunder_ext.benchmarks.cuda_generate --device "$DEVICE" \
@@ -88,7 +96,7 @@ FUZZ_K="test_random_inplace_programs_match_eager and not fake"
 # collecting that folder on several workers, does not see it change (it did: "Different tests were collected")
 FUZZ_TREE=/tmp/gpu-check-fuzz-tree
 rm -rf "$FUZZ_TREE" && mkdir -p "$FUZZ_TREE" && cp -r tests pyproject.toml "$FUZZ_TREE"/
-for seed in 1 3; do  # 3: inputs that require grad
+want fuzz && for seed in 1 3; do  # 3: inputs that require grad
     run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" nice -n 15 env -C "$FUZZ_TREE" THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
         THUNDER_EXT_FUZZ_EXAMPLES=100000 THUNDER_EXT_FUZZ_TALLY="/tmp/gpu-check-fuzz-$seed.tally" \
         "${PY[@]}" -m pytest tests/test_fuzz_against_eager.py -q -p no:cacheprovider -p no:randomly \
@@ -96,7 +104,7 @@ for seed in 1 3; do  # 3: inputs that require grad
         --hypothesis-seed=$seed --hypothesis-show-statistics
 done
 wait "${STEPS[@]}"
-{
+want fuzz && {
     for seed in 1 3; do
         echo "== fuzz seed $seed ($([ $seed = 3 ] && echo 'inputs that require grad' || echo 'no grad'))"
         sort "/tmp/gpu-check-fuzz-$seed.tally" 2>/dev/null | uniq -c
