@@ -93,6 +93,12 @@ def runner(name: str, base: torch.nn.Module, device: torch.device) -> torch.nn.M
     return compiled
 
 
+def leading_agreement(tokens: torch.Tensor, expected: torch.Tensor) -> int:
+    """How many of ``tokens`` equal ``expected``'s before the first that differs (bf16 rounding may tip an argmax)."""
+    differ = (tokens != expected).nonzero()
+    return int(differ[0, 0]) if len(differ) else len(tokens)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m thunder_ext.benchmarks.cuda_generate", description=__doc__)
     parser.add_argument("--model", default="demo", choices=sorted(COMPILE_GUESS))
@@ -130,7 +136,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 first = seconds(lambda: out.append(generate(model, tokens, args.new)), device)
             expected = out[0] if expected is None else expected  # eager's, when eager runs first
             record(name, phase="first call", first_call_s=round(first, 2), compiled=compiled_so_far(RUNNERS[name], model),
-                   same_tokens_as_first_runner=bool(torch.equal(out[0], expected)))  # fmt: skip
+                   same_tokens_as_first_runner=bool(torch.equal(out[0], expected)),
+                   tokens_as_first_runners_before_the_first_other=leading_agreement(out[0], expected))  # fmt: skip
             calls[name] = lambda model=model: generate(model, tokens, args.new)
         except Exception as error:  # recorded and left out: the others are still measured
             record(name, error=f"{type(error).__name__}: {error}"[:2000], traceback=traceback.format_exc()[-4000:])

@@ -4,7 +4,10 @@ Rule (``written_storage_aliased_as_traced``, in ``inplace_ex``'s fusion pass, af
 made): an op that nvFuser would run with other aliasing than thunder's semantics gives it (below) runs on the
 PyTorch executor, out of any region, where a write of the trace overwrites the storage it reads or makes, and
 nvFuser would fuse it (the first fusion executor that can fuse it is one whose ``RegionRules`` say
-``aliases_by_prims``).
+``aliases_by_prims``). A torch.compile executor with ``required_ops`` (thunder's defaults hold
+``torchcompile_xentropy``, which can fuse a CUDA ``sum``) fuses an op only in a group that holds one of those
+ops, so it is not counted as taking the op: on an H100 it was, and the sum of a written one-element tensor went
+back into nvFuser's region and came back as a view (``found_4c28956511b5``, again).
 
 Why: nvFuser runs an op as its prims, and aliases what its prims alias. Its alias analysis returns a region's
 output as a view of a region input wherever only "meta" ops lie between them (reshape, ``set``, slice, broadcast,
@@ -77,8 +80,8 @@ def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Ex
     """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, whose input or result shares
     storage with a tensor a write of the trace overwrites, and which the first fusion executor of ``executors`` (by
     default the compilation's) that can fuse it would fuse aliasing by prims (the module's rule; an earlier fusion
-    executor, thunder's torch.compile executor ahead of nvFuser, groups the op first). Runs on the trace the fusion
-    passes receive."""
+    executor, thunder's torch.compile executor ahead of nvFuser, groups the op first; one with ``required_ops``
+    groups it only beside one of those, so it takes nothing for sure). Runs on the trace the fusion passes receive."""
     if executors is None:
         executors = getattr(get_compile_data(), "executors_list", ())
     fusers = [e for e in executors if isinstance(e, FusionExecutor)]
@@ -96,7 +99,7 @@ def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Ex
         touched = [*tensor_args(bsym)[:1], *tensor_outs(bsym)]
         if not (any(aliases.storage_key(t) in overwritten for t in touched) and nvfuser_aliases_otherwise(bsym)):
             return False
-        fuser = next((f for f in fusers if f.can_fuse(bsym)), None)
+        fuser = next((f for f in fusers if f.can_fuse(bsym) and not getattr(f, "required_ops", None)), None)
         return fuser is not None and aliases_by_prims(fuser)
 
     bsyms: list[BoundSymbol] = []
