@@ -4,7 +4,8 @@
 
 Everything in the page comes from those files, one part per run: the machine and versions (the ``ENV`` line of
 log.txt), the probe's findings (its ``PROBE`` lines), each test of tests/test_gpu.py (test_gpu.xml), thunder's
-KV-cache variants (thunder_suite.log), the Adam table (adam.log) or profile (adam_profile.log), litgpt's generate
+KV-cache variants (thunder_suite.log), the Adam table (adam.log) or profile (adam_profile.log), SmolLM2's first
+prefill profiled (compile_profile.log), litgpt's generate
 (generate.jsonl), the fuzzer's tallies (fuzz.log), and how each step ended (log.txt).
 """
 
@@ -87,6 +88,8 @@ def _generate(folder: Path) -> list[str]:
     for (model, length, runner), r in rows.items():
         ms, base = r.get("per_token_ms"), eager.get((model, length))
         note = r.get("skipped") or r.get("error") or ("" if ms is not None else "not timed before the deadline")
+        if (agree := r.get("tokens_as_first_runners_before_the_first_other")) is not None and agree < r["new_tokens"]:
+            note = f"first call: its first {agree} tokens as eager's. {note}".strip()
         same = r.get("same_tokens_as_first_runner")
         lines.append(
             f"| {model} | {length} | {runner} | {r.get('first_call_s', '-')} | {ms if ms is not None else '-'} | "
@@ -130,6 +133,22 @@ def _adam_profile(text: str) -> list[str]:
     ]
 
 
+def _compile_profile(text: str, top: int = 12) -> list[str]:
+    """The compilation's log lines, then cProfile's functions with the most time of their own."""
+    if not text:
+        return []
+    lines = text.splitlines()
+    said = [f"- {line}" for line in lines if line.startswith(("thunder_ext: traced", "thunder_ext: compiled", "first"))]
+    own = lines[lines.index("== by tottime") + 1 :] if "== by tottime" in lines else []
+    rows = []
+    for line in own:  # ncalls tottime percall cumtime [percall] function: a recursive generator's last percall is blank
+        if re.match(r"\s*[\d/]+\s+\d", line) and len(rows) < top:
+            calls, own_s, _, cumulative, rest = line.split(None, 4)
+            function = re.sub(r"^[\d.]+ +", "", rest)[-90:]
+            rows.append(f"| {calls} | {own_s} | {cumulative} | `{function}` |")
+    return [*said, "", "| calls | own s | cumulative s | function |", "| --- | --- | --- | --- |", *rows]
+
+
 def run_section(folder: Path) -> list[str]:
     """The page's part for one run: what its files hold (a part a run did not return is left out)."""
     read = lambda name: (folder / name).read_text() if (folder / name).exists() else ""
@@ -164,6 +183,8 @@ def run_section(folder: Path) -> list[str]:
         ]
     if profile := _adam_profile(read("adam_profile.log")):
         parts += ["### Where an Adam step's time goes (`scripts/gpu_adam_profile.py`)", "", *profile, ""]
+    if profile := _compile_profile(read("compile_profile.log")):
+        parts += ["### SmolLM2-135M's first prefill, profiled (`scripts/gpu_compile_profile.py`)", "", *profile, ""]
     if (folder / "generate.jsonl").exists():
         parts += ["### litgpt's generate, bf16 (`benchmarks/cuda_generate.py`)", "", *_generate(folder), ""]
     if fuzz := [line for line in read("fuzz.log").splitlines() if line.startswith("==") or re.match(r"\s+\d+ ", line)]:
