@@ -326,6 +326,7 @@ def gemma2_like() -> torch.nn.Module:
     return litgpt.GPT(config).eval()
 
 
+@pytest.mark.executor_sets("defaults")  # CI time (60 s a set): the mask is the cache's, whatever runs the ops
 def test_softcapped_attention_attends_as_the_causal_reference_with_a_growing_cache(executor_set):
     # With softcapping litgpt adds the mask to the scores; its boolean mask added 1 and 0 and hid nothing, so the
     # growing cache's step attended to empty and future positions (logits 0.04 to 0.13 off). The reference is

@@ -9,18 +9,28 @@ import pytest
 SUITES = {
     "test_inplace_copy": ["thunder.tests.test_inplace_copy"],
     "test_update_aliases": ["thunder.tests.test_update_aliases"],
-    "litgpt_variants_kvcache": ["thunder.tests.test_jit_general", "-k", "litgpt_variants_kvcache"],
 }
+LITGPT_VARIANTS_KVCACHE = ["thunder.tests.test_jit_general", "-k", "litgpt_variants_kvcache"]
+
+
+def run_thunder_suite(suite: list[str], executor_set: str, folder) -> None:
+    # run from an empty folder: this project's pytest settings must not apply to thunder's tests
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--thunder-ext"]
+    command += ["--executor-set", executor_set, "--pyargs"]
+    run = subprocess.run([*command, *suite], cwd=folder, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout.splitlines()[-1], run.stdout[-2000:]
 
 
 @pytest.mark.parametrize("suite", SUITES)
 def test_thunder_suite_passes_under_the_extension(suite, executor_set, tmp_path):
-    # run from an empty folder: this project's pytest settings must not apply to thunder's tests
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--thunder-ext"]
-    command += ["--executor-set", executor_set, "--pyargs"]
-    run = subprocess.run([*command, *SUITES[suite]], cwd=tmp_path, capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert " passed" in run.stdout.splitlines()[-1], run.stdout[-2000:]
+    run_thunder_suite(SUITES[suite], executor_set, tmp_path)
+
+
+# CI time (150 s a set): the same five litgpt variants run under both sets in tests/test_litgpt_kvcache.py
+@pytest.mark.executor_sets("defaults")
+def test_thunders_litgpt_kvcache_variants_pass_under_the_extension(executor_set, tmp_path):
+    run_thunder_suite(LITGPT_VARIANTS_KVCACHE, executor_set, tmp_path)
 
 
 def test_the_option_replaces_thunder_jit_and_only_with_it(pytester):
