@@ -115,6 +115,7 @@ def test_a_sliding_window_cache_grows_up_to_its_window_then_wraps_beside_a_growi
     assert capacities == [(4, 4)] * 2 + [(8, 8)] * 4 + [(8, 16)] * 8 + [(8, 32)] * 2
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: the chunks and buckets are the cache's, whatever runs the ops
 def test_a_prefill_at_each_length_bucket_edge_and_one_past_it_compiles_once_per_bucket():
     # buckets from 16 positions, chunks of an eighth: 16 -> 8 chunks of 2; 17 -> 5 chunks of 4 (the last one
     # token and three copies of it); 32 -> 8 chunks of 4; 33 -> 5 chunks of 8 (the last one token and seven copies)
