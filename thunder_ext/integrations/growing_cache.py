@@ -32,7 +32,7 @@ The rules, each with its test in ``tests/test_growing_cache.py``:
    once per shape, and its replays read and write there; a bucket allocated anew (a new sequence after a
    growth) would leave a graph on the old bucket's freed memory. Under that transform every buffer and mask
    is kept once allocated, by layer and shape, across ``set_kv_cache`` calls too, and a bucket met again takes
-   its kept buffers, zeroed (``KeptBuffers``): the buckets of every capacity reached stay allocated, at most
+   its kept buffers, zeroed (``BucketBuffers``): the buckets of every capacity reached stay allocated, at most
    about twice the largest.
 """
 
@@ -138,34 +138,40 @@ def _grow(old: list[torch.Tensor], new: list[torch.Tensor]) -> None:
     copy_into_larger(old, new)
 
 
-class KeptBuffers:
-    """Rule 7: the caches' buffers and masks of a model compiled with thunder's ``CUDAGraphTransform``, each kept
-    once allocated, so that a graph captured on a bucket finds it where it was captured. Kept on the compiled
-    module, so that a later ``set_kv_cache`` of the same shapes takes them too."""
+class BucketBuffers:
+    """Where a bucket's buffers and attention mask come from: new ones each time, or (rule 7, a model compiled
+    with thunder's ``CUDAGraphTransform``, ``keeps``) the first ones made for that layer and shape, kept so that a
+    graph captured on a bucket finds it where it was captured. The kept ones live as long as the compiled module's
+    ``forward``, and a later ``set_kv_cache`` of the same shapes takes them too."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keeps: bool) -> None:
+        self.keeps = keeps
         self.kept: dict[tuple, list[torch.Tensor]] = {}
         self.masks: dict[tuple, torch.Tensor] = {}
 
     @staticmethod
-    def of(model: torch.nn.Module) -> KeptBuffers | None:
-        """``model``'s kept buffers where thunder compiled it with CUDA graphs, else None."""
+    def of(model: torch.nn.Module) -> BucketBuffers:
+        """Kept buffers (the previous ``set_kv_cache``'s, if any) where thunder compiled ``model`` with CUDA graphs."""
         data = thunder.compile_data(model)
         if data is None or not any(isinstance(t, CUDAGraphTransform) for t in data.transforms):
-            return None
+            return BucketBuffers(keeps=False)
         previous = model.__dict__.get("forward")
-        return previous.kept if isinstance(previous, BucketedForward) and previous.kept else KeptBuffers()
+        return previous.buffers if isinstance(previous, BucketedForward) else BucketBuffers(keeps=True)
 
-    def buffers(self, layer: int, cache: GrowingKVCache, capacity: int) -> list[torch.Tensor]:
-        """Layer ``layer``'s buffers of ``capacity`` positions, shaped and placed as ``cache``'s: kept ones zeroed
-        (as litgpt's cache starts), else new ones, kept."""
+    def of_layer(self, layer: int, cache: GrowingKVCache, capacity: int) -> list[torch.Tensor]:
+        """Layer ``layer``'s buffers of ``capacity`` positions, shaped and placed as ``cache``'s, zeros (as
+        litgpt's cache starts): kept ones zeroed again where kept."""
+        if not self.keeps:
+            return cache.empty_buffers(capacity)
         key = (layer, capacity, *((t.shape[:2], t.shape[3], t.dtype, t.device) for t in (cache.k, cache.v)))
-        if key not in self.kept:
-            self.kept[key] = cache.empty_buffers(capacity)
-            return self.kept[key]
-        return [t.zero_() for t in self.kept[key]]
+        if key in self.kept:
+            return [t.zero_() for t in self.kept[key]]
+        self.kept[key] = cache.empty_buffers(capacity)
+        return self.kept[key]
 
     def mask(self, gpt: GPT, capacity: int, device: torch.device | None) -> torch.Tensor:
+        if not self.keeps:
+            return _mask(gpt, capacity, device)
         key = (capacity, device, gpt.config.attention_logit_softcapping is None)
         if key not in self.masks:
             self.masks[key] = _mask(gpt, capacity, device)
@@ -207,19 +213,19 @@ def set_kv_cache(
         gpt.max_seq_length = limit  # litgpt rebuilds its rope cache for the new length
         changed |= {name: getattr(gpt, name) for name in ("cos", "sin")}
     capacity = min(min_capacity, limit)
-    kept = KeptBuffers.of(model)
+    buffers = BucketBuffers.of(model)
     for i, block in enumerate(gpt.transformer.h):
         # litgpt's own shapes and sliding windows, for the whole limit, without allocating them
         template = block.attn.build_kv_cache(batch_size, limit, rope_cache_length, torch.device("meta"), dtype)
         cache = GrowingKVCache(template, min(capacity, template.max_cache_len), device=device, dtype=dtype)
-        if kept is not None:
-            cache.use(*kept.buffers(i, cache, cache.max_cache_len))
+        if buffers.keeps:  # the cache made its own, which no graph has captured
+            cache.use(*buffers.of_layer(i, cache, cache.max_cache_len))
         block.attn.kv_cache = cache
         changed |= {f"transformer.h.{i}.attn.kv_cache.{name}": getattr(cache, name) for name in ("k", "v")}
-    gpt.mask_cache = _mask(gpt, capacity, device) if kept is None else kept.mask(gpt, capacity, device)
+    gpt.mask_cache = buffers.mask(gpt, capacity, device)
     if isinstance(model, ThunderModule):
         refresh_thunder_module(model, changed)
-    model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity, kept)
+    model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity, buffers)
 
 
 @torch.inference_mode(False)
@@ -262,9 +268,9 @@ class BucketedForward:
     """
 
     def __init__(self, model: torch.nn.Module, gpt: GPT, batch_size: int, min_capacity: int, capacity: int,
-                 kept: KeptBuffers | None):  # fmt: skip
+                 buffers: BucketBuffers):  # fmt: skip
         self.model, self.gpt, self.batch_size, self.min_capacity = model, gpt, batch_size, min_capacity
-        self.capacity, self.kept = capacity, kept
+        self.capacity, self.buffers = capacity, buffers
         self.attentions = [block.attn for block in gpt.transformer.h]
         self.caches = [attn.kv_cache for attn in self.attentions]
         self.compiled = thunder.compile_data(model) is not None
@@ -339,7 +345,7 @@ class BucketedForward:
             return
         resized = [(i, c) for i, c in enumerate(self.caches) if min(capacity, c.limit) != c.max_cache_len]
         old = [t for _, c in resized for t in (c.k, c.v)]
-        new = [t for i, c in resized for t in self._buffers(i, c, min(capacity, c.limit))]
+        new = [t for i, c in resized for t in self.buffers.of_layer(i, c, min(capacity, c.limit))]
         if copy and resized:
             self.grew = True
             if self.compiled:
@@ -350,15 +356,11 @@ class BucketedForward:
                 self.grow(old, new)
         for (_, cache), k, v in zip(resized, new[0::2], new[1::2]):
             cache.use(k, v)
-        device = self.gpt.mask_cache.device
-        self.gpt.mask_cache = self.kept.mask(self.gpt, capacity, device) if self.kept else _mask(self.gpt, capacity, device)
+        self.gpt.mask_cache = self.buffers.mask(self.gpt, capacity, self.gpt.mask_cache.device)
         if isinstance(self.model, ThunderModule):
             changed = {f"transformer.h.{i}.attn.kv_cache.{n}": getattr(c, n) for i, c in resized for n in ("k", "v")}
             refresh_thunder_module(self.model, changed)
         self.capacity = capacity
-
-    def _buffers(self, layer: int, cache: GrowingKVCache, capacity: int) -> list[torch.Tensor]:
-        return cache.empty_buffers(capacity) if self.kept is None else self.kept.buffers(layer, cache, capacity)
 
     def _compiled_call(self, idx: torch.Tensor, input_pos: torch.Tensor, tokens: int) -> torch.Tensor:
         """The compiled call of one chunk, at the capacity; the logits of its first ``tokens`` tokens."""
