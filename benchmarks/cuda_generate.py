@@ -3,7 +3,8 @@
 
 Runners, in the order they compile: eager (litgpt's ``generate`` tells it the positions written, its
 ``input_pos_maxp1``), ``thunder_ext.jit`` with the growing cache under thunder's default executors (nvFuser
-among them where it loads) and without nvFuser (the PyTorch executor runs every op), stock ``thunder.jit``, ``torch.compile(dynamic=True)``, and ``thunder_ext.jit``
+among them where it loads) and without nvFuser (the PyTorch executor runs every op), stock ``thunder.jit``,
+``torch.compile(dynamic=True)``, and ``thunder_ext.jit``
 with thunder's CUDA-graph transform over the growing cache. A runner whose compilation is not expected to end
 before ``--time-by`` (``COMPILE_GUESS``, seconds on the GPU machine's CPU) is left out and recorded so; so is
 one that fails, with its error. Then, holding ``timing_turn`` (one process timing at a time), the compiled
@@ -31,7 +32,8 @@ from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, machin
 from thunder_ext.tools.demo_model import small_model
 from thunder_ext.tools.timing import timing_turn
 
-EAGER, GROWING, GROWING_TORCH, STOCK, DYNAMIC, GRAPHS = "eager", "growing", "growing-torch", "stock", "dynamic", "graphs"
+EAGER, GROWING, STOCK, DYNAMIC, GRAPHS = "eager", "growing", "stock", "dynamic", "graphs"
+GROWING_TORCH = "growing-torch"
 RUNNERS = {  # what --runners names: the label results carry
     EAGER: "eager",
     GROWING: "thunder_ext.jit, growing cache",
@@ -46,6 +48,11 @@ COMPILE_GUESS = {
     "demo": {EAGER: 2, GROWING: 25, GROWING_TORCH: 25, STOCK: 45, DYNAMIC: 60, GRAPHS: 30},
     "SmolLM2-135M": {EAGER: 3, GROWING: 90, GROWING_TORCH: 90, STOCK: 250, DYNAMIC: 200, GRAPHS: 100},
 }
+
+
+def without_nvfuser() -> list:
+    """thunder's default executors less nvFuser: the PyTorch executor runs what nvFuser would fuse."""
+    return [e for e in thunder.get_default_executors() if e.name != "nvfuser"]
 
 
 def base_model(name: str, max_seq_length: int, device: torch.device) -> torch.nn.Module:
@@ -75,7 +82,7 @@ def runner(name: str, base: torch.nn.Module, device: torch.device) -> torch.nn.M
             # backward between ("called on augmented forward twice"): generate compiles prefill, then decode
             compiled = thunder_ext.jit(model, transforms=[CUDAGraphTransform()], disable_torch_autograd=True)
         elif name == GROWING_TORCH:
-            compiled = thunder_ext.jit(model, executors=[e for e in thunder.get_default_executors() if e.name != "nvfuser"])
+            compiled = thunder_ext.jit(model, executors=without_nvfuser())
         else:
             compiled = thunder_ext.jit(model)
         thunder_ext.set_kv_cache(compiled, batch_size=1, device=device, dtype=torch.bfloat16)

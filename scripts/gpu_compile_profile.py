@@ -19,7 +19,7 @@ import thunder
 import torch
 
 import thunder_ext
-from thunder_ext.benchmarks.cuda_generate import base_model
+from thunder_ext.benchmarks.cuda_generate import base_model, without_nvfuser
 
 
 def main() -> None:
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
     device = torch.device(args.device)
-    executors = [e for e in thunder.get_default_executors() if args.executors == "defaults" or e.name != "nvfuser"]
+    executors = thunder.get_default_executors() if args.executors == "defaults" else without_nvfuser()
     model = thunder_ext.jit(base_model("SmolLM2-135M", 2048, device), executors=executors)
     thunder_ext.set_kv_cache(model, batch_size=1, device=device, dtype=torch.bfloat16)
     idx = torch.randint(0, 1000, (1, 16), device=device)
