@@ -170,17 +170,14 @@ class Builder:
 
     # -- statements -------------------------------------------------------------------------------
 
-    def view(self, t: Var | None = None, *, of_a_temporary: bool = False) -> Var:
+    def view(self, t: Var | None = None) -> Var:
         t = t or self.pick(self.tensors)
         n = len(t.shape)
         options = ["unsqueeze"]
         if t.shape[0] > 1:
             options += ["slice0", "narrow"]
         if n > 1:
-            options += ["select", "transpose", "slice1", "permute"]
-        if n > 1 and of_a_temporary:
-            # of an argument, a differentiated trace loses a write through it: requires_grad/found_01c5a71da75e
-            options.append("diagonal")
+            options += ["select", "transpose", "slice1", "permute", "diagonal"]
         if 1 in t.shape:
             options.append("squeeze")
         if t.contiguous:
@@ -215,7 +212,7 @@ class Builder:
         else:
             expr, shape, contiguous = f"{t.name}.view(-1)", (prod(t.shape),), True
         if not shape:
-            return self.view(t, of_a_temporary=of_a_temporary)  # a 0-d view serves no write and no later view
+            return self.view(t)  # a 0-d view serves no write and no later view
         name = self.fresh("v")
         self.body.append(f"{name} = {expr}")
         self.tensors.append(Var(name, shape, contiguous))
@@ -293,7 +290,7 @@ class Builder:
         self.reads.append(name)
         view = self.tensors[-1]
         for _ in range(self.draw(st.integers(1, 3))):
-            view = self.view(view, of_a_temporary=True)
+            view = self.view(view)
         self.write(view, NON_ADDITIVE_WRITES)
 
     def source(self) -> str:

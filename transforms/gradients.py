@@ -17,7 +17,7 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
-from thunder_ext.transforms.aliasing import Aliases, tensor_outs, thunder_inplace_write
+from thunder_ext.transforms.aliasing import Aliases, tensor_args, tensor_outs, thunder_inplace_write
 
 
 def traced_without_grad(bsym: BoundSymbol) -> bool:
@@ -37,6 +37,17 @@ def arguments_requiring_grad(trace: TraceCtx) -> list[TensorProxy]:
 def grad_storages(trace: TraceCtx, aliases: Aliases) -> set[str]:
     """The storages (``Aliases.storage_key``) that an argument requiring grad lives in."""
     return {aliases.storage_key(a) for a in arguments_requiring_grad(trace)}
+
+
+def storages_carrying_grad(trace: TraceCtx, aliases: Aliases) -> set[str]:
+    """The storages that hold, at some point of ``trace``, a value thunder differentiates: those of the arguments
+    requiring grad, and each that an op traced with grad makes, views or writes from one of them. A storage counts
+    from its first such value on, for the whole trace: more than exact, never less."""
+    carrying = grad_storages(trace, aliases)
+    for bsym in trace.bound_symbols:
+        if not traced_without_grad(bsym) and any(aliases.storage_key(t) in carrying for t in tensor_args(bsym)):
+            carrying.update(aliases.storage_key(t) for t in tensor_outs(bsym))
+    return carrying
 
 
 def left_to_thunder(bsym: BoundSymbol, target: TensorProxy, aliases: Aliases, grad_storages: set[str]) -> bool:

@@ -25,8 +25,13 @@ Refused before anything runs, naming the op, the chain and the line (``ViewWrite
 - where eager refuses the write itself: through an ``expand`` that makes elements share memory, into one of
   several views an op returns (``split``, ``chunk``, ``unbind``).
 
+The storage of an argument that requires no grad is scattered too where thunder's own form of such a write goes
+wrong: through ``diagonal``, which thunder's autodiff makes a copy (the write filled the copy and was lost), or of
+a value thunder differentiates (its backward failed, ``assert not args``). Its final value is then written back
+into it, a copy of the whole argument.
+
 Left as they are: a chain through a tensor-indexed ``getitem`` (a copy in eager, no view), a storage of an
-integer dtype (no gradient), the storage of an argument (``functionalize`` rule 5).
+integer dtype (no gradient), every other argument's storage (``functionalize`` rule 5).
 
 Only such storages change, so a trace without such a write is returned as it came.
 """
@@ -58,7 +63,7 @@ from thunder_ext.transforms.aliasing import (
     thunder_inplace_write,
     thunder_op_id,
 )
-from thunder_ext.transforms.gradients import arguments_requiring_grad, traced_without_grad
+from thunder_ext.transforms.gradients import arguments_requiring_grad, storages_carrying_grad, traced_without_grad
 from thunder_ext.transforms.traced import as_written_into, traced_ops
 
 
@@ -71,6 +76,8 @@ _INEXACT_VIEWS = {ltorch.as_strided.id: "its strides address the storage, not th
 _NO_GRADIENT_VIEWS = {ltorch.detach.id}
 _IDENTITY_VIEWS = {ltorch.to.id}  # a view only where it changes nothing (``aliasing.is_view_op``)
 _OVERLAPPING_VIEWS = {ltorch.expand.id, ltorch.expand_as.id}
+# view ops that thunder's autodiff decomposes into a copy (``diagonal``: permute, reshape, ``take``)
+_COPIED_BY_AUTODIFF = {ltorch.diagonal.id}
 
 
 def _makes_a_view(bsym: BoundSymbol) -> bool:
@@ -125,13 +132,38 @@ def _refusal(chain: tuple[ViewStep, ...]) -> str | None:
     return None
 
 
+def _argument_storages(trace: TraceCtx, aliases: Aliases) -> dict[str, list[TensorProxy]]:
+    """The arguments of ``trace`` by storage (``Aliases.storage_key``)."""
+    flat_args, _ = tree_flatten((trace.args, trace.kwargs))
+    storages: dict[str, list[TensorProxy]] = {}
+    for a in flat_args:
+        if isinstance(a, TensorProxy):
+            storages.setdefault(aliases.storage_key(a), []).append(a)
+    return storages
+
+
+def _thunder_loses_the_write(
+    arguments: list[TensorProxy], through_views: list, carrying: set[str], aliases: Aliases
+) -> bool:
+    """Whether thunder's own form of a differentiated write through a view of the one argument ``arguments`` (not
+    requiring grad) would go wrong: through a view that its autodiff makes a copy of, the write fills the copy and
+    is lost; a value it differentiates (an operand's storage in ``carrying``) fails in its backward (``assert not args``)."""
+    if len(arguments) != 1 or arguments[0].requires_grad:
+        return False  # aliased arguments and leaves requiring grad are the prologue's stages' to refuse
+    for write, chain in through_views:
+        if any(thunder_op_id(b) in _COPIED_BY_AUTODIFF for b, _ in chain):
+            return True
+        if any(aliases.storage_key(t) in carrying for t in tensor_args(write)):
+            return True
+    return False
+
+
 def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
     """The storages (``Aliases.storage_key``) of intermediates that a differentiated write reaches through a view, or
     that have a view made before such a write, in ``trace``, which thunder differentiates.
 
     Raises ``ViewWriteGradientError`` for such a write whose chain the rule refuses."""
-    flat_args, _ = tree_flatten((trace.args, trace.kwargs))
-    arguments = {aliases.storage_key(a) for a in flat_args if isinstance(a, TensorProxy)}
+    arguments, carrying = _argument_storages(trace, aliases), storages_carrying_grad(trace, aliases)
     written: dict[str, list[tuple[BoundSymbol, TensorProxy, tuple[ViewStep, ...]]]] = {}
     first_view: dict[str, int] = {}  # where each storage's first view is made
     last_write: dict[str, int] = {}  # where its last differentiated write is
@@ -149,7 +181,10 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
         through_views = [(w, c) for w, _, c in writes if c and not traced_without_grad(w)]
         # a view made before a write of the base reads the new value through thunder's renames too
         viewed_before = first_view.get(storage, len(trace.bound_symbols)) < last_write.get(storage, -1)
-        if storage in arguments or not (through_views or viewed_before):
+        if storage in arguments:
+            if not _thunder_loses_the_write(arguments[storage], through_views, carrying, aliases):
+                continue
+        elif not (through_views or viewed_before):
             continue
         if not dtypes.is_inexact_dtype(writes[0][1].dtype) or any(_indexes_a_copy(b) for *_, c in writes for b, _ in c):
             continue  # no gradient to get wrong; no view to write through
@@ -209,6 +244,7 @@ class _Scatterer:
     aliases: Aliases
     chains: dict[str, tuple[ViewStep, ...]]
     scattered: set[str]  # the storages the rule rewrites
+    arguments: dict[str, TensorProxy]  # the argument of each rewritten argument storage, written back at the end
     base: dict[str, TensorProxy] = field(default_factory=dict)  # each rewritten storage's latest base value
     views: dict[str, dict[str, TensorProxy]] = field(default_factory=dict)  # its tensors' views of that value
     out: list[BoundSymbol] = field(default_factory=list)
@@ -267,8 +303,19 @@ class _Scatterer:
             args, outs = zip(*kept)
             self.out.append(bsym.from_bsym(args=(tuple(args),), output=tuple(outs)))
 
+    def write_back(self) -> None:
+        """Each rewritten argument's final value copied into it, its views read from it again."""
+        for storage, argument in self.arguments.items():
+            if self.base[storage] is not argument:
+                self.base[storage] = self.traced(lambda a=argument, final=self.base[storage]: ltorch.copy_(a, final))
+                self.views[storage] = {}
+
     def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
+        for storage, argument in self.arguments.items():
+            self.base[storage], self.views[storage] = argument, {}
         for bsym in bsyms:
+            if bsym.sym.id == PrimIDs.RETURN:
+                self.write_back()
             write = thunder_inplace_write(bsym)
             if write is not None and self.aliases.storage_key(write[1]) in self.scattered:
                 self.write(bsym, *write)
@@ -293,7 +340,8 @@ def scatter_writes_through_views(trace: TraceCtx) -> TraceCtx:
     scattered = scattered_storages(trace, aliases, chains)
     if not scattered:
         return trace
+    arguments = {s: a for s, (a, *_) in _argument_storages(trace, aliases).items() if s in scattered}
     new_trace = from_trace(trace)
-    new_trace.bound_symbols = _Scatterer(new_trace, aliases, chains, scattered).run(trace.bound_symbols)
+    new_trace.bound_symbols = _Scatterer(new_trace, aliases, chains, scattered, arguments).run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: scatter differentiated writes through views into bases"))
     return new_trace

@@ -1,4 +1,4 @@
-# known failure: a write through a diagonal view of an argument is lost in a trace that thunder differentiates (thunder's autodiff decomposes `diagonal` into permute, reshape and index_select, a copy, which the write then fills; at 127d74f too; docs/design.md, Limits)
+# found: a write through a diagonal view of an argument was lost in a trace that thunder differentiates (thunder's autodiff decomposes `diagonal` into permute, reshape and index_select, a copy, which the write then filled; at 127d74f too); fixed by transforms/view_writes.py (such an argument's storage scattered, its final value written back)
 # AssertionError: argument 0 differs from eager after the call: Tensor-likes are not close!
 # (found shrinking a longer program; this is its core: a0's diagonal stays as it was)
 # grad setting: grad [1]
