@@ -210,6 +210,36 @@ def test_a_write_under_no_grad_cuts_the_gradient_of_what_it_wrote():
     assert hows(jfn) and "copy" not in hows(jfn)
 
 
+def overwrite_a_differentiated_intermediate(a, b):
+    x = a * 2
+    x.copy_(b)
+    return x
+
+
+def overwrite_after_a_write_through_a_view(a, b):
+    x = a * 2
+    x[0:1].mul_(b[1:2])  # x is scattered into its base (view_writes), then overwritten whole
+    x.copy_(b)
+    return x
+
+
+@pytest.mark.parametrize("fn", [overwrite_a_differentiated_intermediate, overwrite_after_a_write_through_a_view])
+@pytest.mark.parametrize("b_requires_grad", [True, False], ids=["b-requires-grad", "b-does-not"])
+def test_an_overwritten_differentiated_value_keeps_its_history_at_zero_gradient(fn, b_requires_grad):
+    # eager: a.grad zeros (not None), and x requires grad even where b does not (a backward runs)
+    a, b = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=b_requires_grad)
+    ea, eb = (t.detach().clone().requires_grad_(t.requires_grad) for t in (a, b))
+    expected, actual = fn(ea, eb), thunder_ext.jit(fn)(a, b)
+    assert_close(actual, expected)
+    assert actual.requires_grad
+    expected.sum().backward()
+    actual.sum().backward()
+    assert_close(a.grad, torch.zeros(3))
+    assert_close(a.grad, ea.grad)
+    if b_requires_grad:
+        assert_close(b.grad, eb.grad)
+
+
 def overwrite_a_saved_value(x, buf):
     y = x * buf  # the gradient of x is buf as read here
     buf.add_(1)
@@ -287,10 +317,11 @@ def test_a_differentiated_write_into_a_non_leaf_argument_stays_thunders_and_says
 
 
 @pytest.mark.parametrize(
-    # CI time: no_grad under thunder's defaults only; generate's inference_mode and a step with grad under both
-    "mode", [pytest.param(m, marks=pytest.mark.executor_sets("defaults")) if m == "no_grad" else m for m in GRAD_MODES]
-    + ["grad"],
-)
+    # CI time: generate's inference_mode under both sets; no_grad and a forward with grad under thunder's defaults
+    "mode",
+    [m if m == "inference_mode" else pytest.param(m, marks=pytest.mark.executor_sets("defaults"))
+     for m in (*GRAD_MODES, "grad")],
+)  # fmt: skip
 def test_a_litgpt_model_as_constructed_writes_every_cache_entry_in_place(mode):
     litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
     torch.manual_seed(0)

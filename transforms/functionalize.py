@@ -45,7 +45,11 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    (``gradients.differentiated_writes_left_to_thunder``; a leaf among such arguments is refused before anything
    runs, ``transforms/leaf_writes.py``). A write traced without grad of a value that thunder
    differentiates (``y = x * 2; with torch.no_grad(): buf.copy_(y)``) lands at once: its readers read
-   the write's constant result, not ``y`` (``cuts_the_gradient``), as eager's ``buf`` holds no graph.
+   the write's constant result, not ``y`` (``cuts_the_gradient``), as eager's ``buf`` holds no graph. A
+   differentiated write whose new value reads nothing of the old one (``x = a * 2; x.copy_(y)``) reads the old
+   value too, with a zero gradient (``traced.keeping_history``), where thunder differentiates that old value
+   (``gradients.overwrites_of_differentiated_values``): eager's graph keeps its history behind the write, so
+   ``a.grad`` is zeros, not None, and ``x`` requires grad even where ``y`` does not.
 """
 
 from __future__ import annotations
@@ -76,8 +80,14 @@ from thunder_ext.transforms.aliasing import (
     tensor_outs,
     thunder_inplace_write,
 )
-from thunder_ext.transforms.gradients import cuts_the_gradient, grad_storages, left_to_thunder, traced_without_grad
-from thunder_ext.transforms.traced import as_written_into, traced_ops
+from thunder_ext.transforms.gradients import (
+    cuts_the_gradient,
+    grad_storages,
+    left_to_thunder,
+    overwrites_of_differentiated_values,
+    traced_without_grad,
+)
+from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
 
 
 @dataclass
@@ -115,6 +125,7 @@ class _Functionalizer:
     aliases: Aliases  # over the input trace, whose names denote runtime tensors, and its writes' own ops
     storages: defaultdict[str, _Storage]  # by ``Aliases.storage_key``; new for a tensor the pass makes
     grad_storages: set[str]  # the storages an argument requiring grad lives in (rule 5)
+    overwrites: set[int]  # the writes that keep the history of the value they overwrite (rule 5)
     tensors: dict[str, _Tensor] = field(default_factory=lambda: defaultdict(_Tensor))  # by ``Aliases.tensor_key``
     out: list[BoundSymbol] = field(default_factory=list)
     producer: ProxyDict = field(default_factory=ProxyDict)  # of what the pass emitted
@@ -257,6 +268,8 @@ class _Functionalizer:
             self.observe(self.storage(source))
             self.refresh(source)
         computed = self.conform(self.resolve(computed), target)
+        if index in self.overwrites:  # rule 5: eager's graph keeps the old value's history behind the write
+            computed = self.traced_reading(lambda: keeping_history(computed, target))
         write = storage.pending
         if write is not None and write.tensor == tensor:  # a chain: overwritten before anything observed it
             write.computed, write.follows, write.origin = computed, list(self.may_fail), bsym
@@ -276,6 +289,14 @@ class _Functionalizer:
     def conform(self, computed: TensorProxy, target: TensorProxy) -> TensorProxy:
         """``copy_`` broadcasts and converts its source; ``copy_to_out_`` takes it as ``target`` is."""
         return self.traced(lambda: as_written_into(computed, target))
+
+    def traced_reading(self, op: Callable[[], Any]) -> Any:
+        """``traced``, each op it records noted as a reader of what it reads (``read``)."""
+        result, bsyms = traced_ops(self.trace, op)
+        for bsym in bsyms:
+            self.read(bsym)
+            self.emit(bsym)
+        return result
 
     def traced(self, op: Callable[[], Any]) -> Any:
         """Trace ``op()`` into the trace being built, each op it records emitted as the pass emits any."""
@@ -355,7 +376,13 @@ def functionalize_writes(trace: TraceCtx) -> TraceCtx:
     trace = dce(trace)
     new_trace = from_trace(trace)
     aliases = Aliases(trace.bound_symbols)
-    functionalizer = _Functionalizer(new_trace, aliases, _storages(trace, aliases), grad_storages(trace, aliases))
+    functionalizer = _Functionalizer(
+        new_trace,
+        aliases,
+        _storages(trace, aliases),
+        grad_storages(trace, aliases),
+        overwrites_of_differentiated_values(trace, aliases),
+    )
     new_trace.bound_symbols = functionalizer.run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: functionalize writes into copy_to_out_"))
     return new_trace

@@ -39,15 +39,23 @@ def grad_storages(trace: TraceCtx, aliases: Aliases) -> set[str]:
     return {aliases.storage_key(a) for a in arguments_requiring_grad(trace)}
 
 
-def storages_carrying_grad(trace: TraceCtx, aliases: Aliases) -> set[str]:
-    """The storages that hold, at some point of ``trace``, a value thunder differentiates: those of the arguments
-    requiring grad, and each that an op traced with grad makes, views or writes from one of them. A storage counts
-    from its first such value on, for the whole trace: more than exact, never less."""
-    carrying = grad_storages(trace, aliases)
-    for bsym in trace.bound_symbols:
-        if not traced_without_grad(bsym) and any(aliases.storage_key(t) in carrying for t in tensor_args(bsym)):
+def overwrites_of_differentiated_values(trace: TraceCtx, aliases: Aliases) -> set[int]:
+    """The positions in ``trace`` of the writes thunder differentiates whose new value reads nothing of the old one
+    (``x.copy_(y)``), into a tensor whose old value is differentiated there. Eager's graph keeps that old value's
+    history behind such a write, with a zero gradient (``a.grad`` zeros for ``x = a * 2; x.copy_(y)``, and ``x``
+    requiring grad even where ``y`` does not); thunder's functional form drops it (``a.grad`` None)."""
+    carrying, overwrites = grad_storages(trace, aliases), set()
+    for index, bsym in enumerate(trace.bound_symbols):
+        if traced_without_grad(bsym):
+            continue
+        write = thunder_inplace_write(bsym)
+        if write is not None and aliases.storage_key(write[1]) in carrying:
+            old = set(aliases.sharing_storage(write[1]))
+            if not any(p.name in old for functional in bsym.subsymbols[:-1] for p in functional.flat_proxy_args):
+                overwrites.add(index)
+        if any(aliases.storage_key(t) in carrying for t in tensor_args(bsym)):
             carrying.update(aliases.storage_key(t) for t in tensor_outs(bsym))
-    return carrying
+    return overwrites
 
 
 def left_to_thunder(bsym: BoundSymbol, target: TensorProxy, aliases: Aliases, grad_storages: set[str]) -> bool:

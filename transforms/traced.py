@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import thunder.torch as ltorch
-from thunder.core import prims
+from thunder.core import dtypes, prims
 from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol
@@ -31,6 +31,12 @@ def as_written_into(computed: TensorProxy, target: TensorProxy) -> TensorProxy:
     if (computed.shape, computed.dtype, computed.device) == (target.shape, target.dtype, target.device):
         return computed
     return ltorch.to(ltorch.expand(computed, target.shape), device=target.device, dtype=target.dtype)
+
+
+def keeping_history(new: TensorProxy, old: TensorProxy) -> TensorProxy:
+    """``new``, read as a value of ``old`` too, whose gradient there is zero: what eager's graph keeps of a value a
+    write overwrote (``gradients.overwrites_of_differentiated_values``). Traced: call it inside ``traced_ops``."""
+    return ltorch.where(ltorch.full(new.shape, False, device=new.device, dtype=dtypes.bool8), old, new)
 
 
 def _names(bsym: BoundSymbol) -> set[str]:

@@ -25,10 +25,9 @@ Refused before anything runs, naming the op, the chain and the line (``ViewWrite
 - where eager refuses the write itself: through an ``expand`` that makes elements share memory, into one of
   several views an op returns (``split``, ``chunk``, ``unbind``).
 
-The storage of an argument that requires no grad is scattered too where thunder's own form of such a write goes
-wrong: through ``diagonal``, which thunder's autodiff makes a copy (the write filled the copy and was lost), or of
-a value thunder differentiates (its backward failed, ``assert not args``). Its final value is then written back
-into it, a copy of the whole argument.
+The storage of an argument that requires no grad is scattered too where it is written through ``diagonal``, which
+thunder's autodiff makes a copy (thunder's own form of the write filled the copy: the write was lost). Its final
+value is then written back into it, a copy of the whole argument.
 
 Left as they are: a chain through a tensor-indexed ``getitem`` (a copy in eager, no view), a storage of an
 integer dtype (no gradient), every other argument's storage (``functionalize`` rule 5).
@@ -63,8 +62,12 @@ from thunder_ext.transforms.aliasing import (
     thunder_inplace_write,
     thunder_op_id,
 )
-from thunder_ext.transforms.gradients import arguments_requiring_grad, storages_carrying_grad, traced_without_grad
-from thunder_ext.transforms.traced import as_written_into, traced_ops
+from thunder_ext.transforms.gradients import (
+    arguments_requiring_grad,
+    overwrites_of_differentiated_values,
+    traced_without_grad,
+)
+from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
 
 
 class ViewWriteGradientError(RuntimeError):
@@ -142,20 +145,12 @@ def _argument_storages(trace: TraceCtx, aliases: Aliases) -> dict[str, list[Tens
     return storages
 
 
-def _thunder_loses_the_write(
-    arguments: list[TensorProxy], through_views: list, carrying: set[str], aliases: Aliases
-) -> bool:
-    """Whether thunder's own form of a differentiated write through a view of the one argument ``arguments`` (not
-    requiring grad) would go wrong: through a view that its autodiff makes a copy of, the write fills the copy and
-    is lost; a value it differentiates (an operand's storage in ``carrying``) fails in its backward (``assert not args``)."""
+def _write_lost_by_autodiff(arguments: list[TensorProxy], through_views: list) -> bool:
+    """Whether a differentiated write reaches the one argument ``arguments`` (not requiring grad) through a view that
+    thunder's autodiff makes a copy of, which thunder's own form of the write would fill instead."""
     if len(arguments) != 1 or arguments[0].requires_grad:
         return False  # aliased arguments and leaves requiring grad are the prologue's stages' to refuse
-    for write, chain in through_views:
-        if any(thunder_op_id(b) in _COPIED_BY_AUTODIFF for b, _ in chain):
-            return True
-        if any(aliases.storage_key(t) in carrying for t in tensor_args(write)):
-            return True
-    return False
+    return any(thunder_op_id(b) in _COPIED_BY_AUTODIFF for _, chain in through_views for b, _ in chain)
 
 
 def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
@@ -163,7 +158,7 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
     that have a view made before such a write, in ``trace``, which thunder differentiates.
 
     Raises ``ViewWriteGradientError`` for such a write whose chain the rule refuses."""
-    arguments, carrying = _argument_storages(trace, aliases), storages_carrying_grad(trace, aliases)
+    arguments = _argument_storages(trace, aliases)
     written: dict[str, list[tuple[BoundSymbol, TensorProxy, tuple[ViewStep, ...]]]] = {}
     first_view: dict[str, int] = {}  # where each storage's first view is made
     last_write: dict[str, int] = {}  # where its last differentiated write is
@@ -182,7 +177,7 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
         # a view made before a write of the base reads the new value through thunder's renames too
         viewed_before = first_view.get(storage, len(trace.bound_symbols)) < last_write.get(storage, -1)
         if storage in arguments:
-            if not _thunder_loses_the_write(arguments[storage], through_views, carrying, aliases):
+            if not _write_lost_by_autodiff(arguments[storage], through_views):
                 continue
         elif not (through_views or viewed_before):
             continue
@@ -245,6 +240,7 @@ class _Scatterer:
     chains: dict[str, tuple[ViewStep, ...]]
     scattered: set[str]  # the storages the rule rewrites
     arguments: dict[str, TensorProxy]  # the argument of each rewritten argument storage, written back at the end
+    overwrites: set[int]  # the writes that keep the history of the value they overwrite
     base: dict[str, TensorProxy] = field(default_factory=dict)  # each rewritten storage's latest base value
     views: dict[str, dict[str, TensorProxy]] = field(default_factory=dict)  # its tensors' views of that value
     out: list[BoundSymbol] = field(default_factory=list)
@@ -271,7 +267,7 @@ class _Scatterer:
         swap = {variableify(t): self.value(t) for t in tensor_args(bsym) if self.written(t)}
         return bsym.from_bsym_swap_proxies(swap, skip_output=True) if swap else bsym
 
-    def write(self, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
+    def write(self, index: int, bsym: BoundSymbol, computed: TensorProxy, target: TensorProxy) -> None:
         """The new value of ``target`` (``bsym``'s functional part), made its storage's base value."""
         for functional_part in bsym.subsymbols[:-1]:
             self.out.append(located_at(self.swapped(functional_part), bsym))
@@ -285,7 +281,10 @@ class _Scatterer:
 
         def scatter() -> TensorProxy:
             new = as_written_into(computed, old)
-            return _scatter(self.base[storage], chain, new) if chain else new
+            if chain:
+                return _scatter(self.base[storage], chain, new)
+            # the base overwritten (``x.copy_(y)``): eager's graph keeps the old value's history (zero gradient)
+            return keeping_history(new, old) if index in self.overwrites else new
 
         start = len(self.out)
         self.base[storage] = self.traced(scatter)
@@ -313,12 +312,12 @@ class _Scatterer:
     def run(self, bsyms: list[BoundSymbol]) -> list[BoundSymbol]:
         for storage, argument in self.arguments.items():
             self.base[storage], self.views[storage] = argument, {}
-        for bsym in bsyms:
+        for index, bsym in enumerate(bsyms):
             if bsym.sym.id == PrimIDs.RETURN:
                 self.write_back()
             write = thunder_inplace_write(bsym)
             if write is not None and self.aliases.storage_key(write[1]) in self.scattered:
-                self.write(bsym, *write)
+                self.write(index, bsym, *write)
             elif is_update_aliases(bsym):
                 self.rename(bsym)
             elif _makes_a_view(bsym) and self.written(tensor_args(bsym)[0]):
@@ -342,6 +341,8 @@ def scatter_writes_through_views(trace: TraceCtx) -> TraceCtx:
         return trace
     arguments = {s: a for s, (a, *_) in _argument_storages(trace, aliases).items() if s in scattered}
     new_trace = from_trace(trace)
-    new_trace.bound_symbols = _Scatterer(new_trace, aliases, chains, scattered, arguments).run(trace.bound_symbols)
+    overwrites = overwrites_of_differentiated_values(trace, aliases)
+    scatterer = _Scatterer(new_trace, aliases, chains, scattered, arguments, overwrites)
+    new_trace.bound_symbols = scatterer.run(trace.bound_symbols)
     new_trace.set_provenance(TraceProvenance("thunder_ext: scatter differentiated writes through views into bases"))
     return new_trace

@@ -1,6 +1,6 @@
-# known failure: a base written through a view by a differentiated op, then wholly overwritten (`r1.copy_(a3)`): eager's
-# graph keeps the old history (zero gradients, and the result requires grad); thunder's functional form drops it,
-# so a gradient is None where eager's is zeros, or the result needs no grad (stock thunder.jit alike; fuzz, 2026-11-26)
+# found: a base written through a view by a differentiated op, then wholly overwritten (`r1.copy_(a3)`): eager's
+# graph keeps the old history (zero gradients, and the result requires grad); thunder's functional form dropped it
+# (stock thunder.jit alike; fuzz, 2026-11-26); fixed by keeping the old value at zero gradient (traced.keeping_history)
 # AssertionError: gradient of argument 0 differs from eager: None mismatch: None is not tensor([[-0., 0.]])
 # grad setting: grad [0, 3]
 import torch

@@ -1,6 +1,6 @@
-# known failure under defaults: a base written through a view by a differentiated op, then wholly overwritten (`r1.copy_(a3)`): eager's
-# graph keeps the old history (zero gradients, and the result requires grad); thunder's functional form drops it,
-# so a gradient is None where eager's is zeros, or the result needs no grad (stock thunder.jit alike; fuzz, 2026-11-26)
+# found: a base written through a view by a differentiated op, then wholly overwritten (`r1.copy_(a3)`): eager's
+# graph keeps the old history (zero gradients, and the result requires grad); thunder's functional form dropped it
+# (stock thunder.jit alike; fuzz, 2026-11-26); fixed by keeping the old value at zero gradient (traced.keeping_history)
 # RuntimeError: element 0 of tensors does not require grad and does not have a grad_fn
 # grad setting: grad [2]
 import torch
