@@ -53,9 +53,11 @@ def decode_pair(n_layer: int = 3, **overrides):
     return eager, replayed, interpreted
 
 
-def test_a_replayed_litgpt_model_is_the_interpreted_one(caplog):
+def test_a_replayed_litgpt_model_is_the_interpreted_one(caplog, executor_set):
     caplog.set_level(logging.INFO, logger="thunder_ext")
-    eager, replayed, interpreted = decode_pair()
+    # two layers under the torch.compile executor (CI time: Inductor compiles each layer's ops four times)
+    n_layer = 2 if executor_set == "torch_compile" else 3
+    eager, replayed, interpreted = decode_pair(n_layer)
     x, pos = torch.randint(0, VOCAB, (1, 5)), torch.arange(5)
     with torch.inference_mode():
         for step in range(3):  # a prefill, then two decode steps: two compilations each
@@ -66,18 +68,18 @@ def test_a_replayed_litgpt_model_is_the_interpreted_one(caplog):
             for ours, theirs in zip(caches(replayed._model), caches(interpreted._model)):
                 assert torch.equal(ours, theirs)
             if step < 2:
-                assert hows(replayed) == ["interpreted"] + ["replayed"] * 2
+                assert hows(replayed) == ["interpreted"] + ["replayed"] * (n_layer - 1)
                 assert traced_blocks(interpreted) is None  # replay off: the lookaside interprets, records nothing
                 assert prologue_statements(replayed) == prologue_statements(interpreted)
             ours = [(d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(replayed)]
             assert ours == [(d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(interpreted)]
-            assert len(ours) == 6 and all(d[0] != "copy" for d in ours)  # k and v of each layer, in place
+            assert len(ours) == 2 * n_layer and all(d[0] != "copy" for d in ours)  # k and v of each layer, in place
             x, pos = got[:, -1:].argmax(-1), pos[-1:] + 1
     first, second = [len(thunder.last_traces(j)[-1].bound_symbols) for j in (replayed, interpreted)]
     assert first == second
     logged = [r.getMessage() for r in caplog.records]
-    summary = (r"thunder_ext: traced GPT\.forward: 3 calls of repeated blocks \(3 of Block\): "
-               r"1 interpreted \(\d+\.\d s\), 2 replayed \(\d+\.\d s\)")
+    summary = (rf"thunder_ext: traced GPT\.forward: {n_layer} calls of repeated blocks \({n_layer} of Block\): "
+               rf"1 interpreted \(\d+\.\d s\), {n_layer - 1} replayed \(\d+\.\d s\)")
     assert sum(bool(re.fullmatch(summary, m)) for m in logged) == 2, logged
 
 
@@ -251,6 +253,7 @@ def test_a_layer_with_a_hook_is_interpreted_and_the_others_replayed(caplog):
     assert any("1 interpreted: module hooks" in r.getMessage() for r in caplog.records)
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: what is interpreted is decided while tracing, before any executor
 def test_a_litgpt_cache_converted_on_its_first_call_is_interpreted_every_time(caplog):
     # litgpt's KVCache converts its buffers to the activations' dtype (``self.k = self.k.to(k.dtype)``)
     caplog.set_level(logging.INFO, logger="thunder_ext")

@@ -1,7 +1,7 @@
 """Differential fuzzing: random in-place programs under thunder_ext.jit against eager PyTorch.
 
-CI runs ``THUNDER_EXT_FUZZ_EXAMPLES`` programs (200 by default) from a fixed seed, so a CI failure
-reproduces. Setting the variable gives a long, randomized run::
+CI runs ``THUNDER_EXT_FUZZ_EXAMPLES`` programs (200 by default, half as many under the torch.compile executor)
+from a fixed seed, so a CI failure reproduces. Setting the variable gives a long, randomized run::
 
     THUNDER_EXT_FUZZ_EXAMPLES=10000 .venv/bin/python -m pytest -p no:randomly tests/test_fuzz_against_eager.py -k random
 
@@ -65,10 +65,19 @@ FUZZ = settings(
 )
 
 
-@FUZZ
-@given(programs())
-def test_random_inplace_programs_match_eager(program: Program):
-    _check_keeping_failures(program, REGRESSIONS)
+def _examples(executor_set: str, n: int = EXAMPLES) -> int:
+    """CI's programs under ``executor_set``: half as many under the torch.compile executor, whose Inductor
+    compilations make a program about four times as long (CI time); a long run gives every set ``n``."""
+    return n if LONG_RUN or executor_set != "torch_compile" else max(n // 2, 1)
+
+
+def test_random_inplace_programs_match_eager(executor_set: str):
+    @settings(FUZZ, max_examples=_examples(executor_set))
+    @given(programs())
+    def run(program: Program):
+        _check_keeping_failures(program, REGRESSIONS)
+
+    run()
 
 
 @pytest.mark.executor_sets("defaults")  # the stand-in is a fusion executor of its own
@@ -78,14 +87,18 @@ def test_random_inplace_programs_match_eager_around_fake_nvfuser_regions(program
     _check_keeping_failures(program, FAKE_NVFUSER_REGRESSIONS, fusion=FakeFusionPass)
 
 
-@settings(FUZZ, max_examples=max(EXAMPLES // 3, 1))  # each differentiated program compiles a backward too
-@given(programs(), st.data())
-def test_random_inplace_programs_match_eager_with_inputs_that_require_grad(program: Program, data):
-    n_args = program.source.split("def program(")[1].split(")")[0].count(",") + 1
-    setting = data.draw(grad_settings(n_args), label="grad setting")
-    # saved with the setting as its first line, so that test_regression_with_inputs_that_require_grad replays it
-    headed = Program(setting.header() + program.source)
-    _check_keeping_failures(headed, GRAD_REGRESSIONS, grad=setting)
+def test_random_inplace_programs_match_eager_with_inputs_that_require_grad(executor_set: str):
+    # each differentiated program compiles a backward too: a third as many
+    @settings(FUZZ, max_examples=_examples(executor_set, max(EXAMPLES // 3, 1)))
+    @given(programs(), st.data())
+    def run(program: Program, data):
+        n_args = program.source.split("def program(")[1].split(")")[0].count(",") + 1
+        setting = data.draw(grad_settings(n_args), label="grad setting")
+        # saved with the setting as its first line, so that test_regression_with_inputs_that_require_grad replays it
+        headed = Program(setting.header() + program.source)
+        _check_keeping_failures(headed, GRAD_REGRESSIONS, grad=setting)
+
+    run()
 
 
 @pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)

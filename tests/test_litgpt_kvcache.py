@@ -20,13 +20,15 @@ litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip inst
 from thunder.tests.litgpt_model import Config as ThunderTestConfig  # noqa: E402  (thunder's kv-cache test configs)
 
 
-# The growing cache under both executor sets where the test takes a path of its own (growth across buckets,
-# a row of positions per sequence, a circular cache), under thunder's defaults where it adds a configuration.
+# The growing cache under both executor sets where the test takes a path of its own (a circular cache), under
+# thunder's defaults where it adds a configuration.
 BOTH = ["litgpt", "growing"]
 GROWING_ON_DEFAULTS = ["litgpt", pytest.param("growing", marks=pytest.mark.executor_sets("defaults"))]
 
 
-@pytest.mark.parametrize("cache", BOTH)
+# the growing cache under the defaults (CI time): under the torch.compile executor its growths across buckets are
+# test_growing_cache's, and a row of positions per sequence writes through litgpt's own forward in both caches
+@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
 def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cache(cache):
     torch.manual_seed(0)
     pair = Pair(small_llama(n_query_groups=2), growing=cache == "growing")
@@ -39,11 +41,12 @@ def test_twenty_greedy_steps_with_cache_give_the_tokens_of_decoding_without_cach
 
 @pytest.mark.parametrize(
     "n_query_groups, cache",
-    # CI time: litgpt's cache with each grouping under thunder's defaults, with one under both sets (the write is
-    # the same for every grouping; the grouping changes the reads); the growing cache with grouped queries once
+    # CI time: litgpt's cache with multi-query (1), grouped (2) and multi-head (8) attention under thunder's
+    # defaults, grouped under both sets (the write is the same for every grouping; the grouping changes the reads);
+    # the growing cache with grouped queries once
     [(2, "litgpt")]
     + [pytest.param(n, cache, marks=pytest.mark.executor_sets("defaults")) for n, cache in
-       [(1, "litgpt"), (4, "litgpt"), (8, "litgpt"), (2, "growing")]],
+       [(1, "litgpt"), (8, "litgpt"), (2, "growing")]],
 )
 def test_grouped_query_attention(n_query_groups, cache):
     torch.manual_seed(0)
@@ -53,7 +56,7 @@ def test_grouped_query_attention(n_query_groups, cache):
     assert pair.copy.transformer.h[0].attn.kv_cache.k.shape[1] == n_query_groups
 
 
-@pytest.mark.parametrize("cache", BOTH)
+@pytest.mark.parametrize("cache", GROWING_ON_DEFAULTS)
 def test_batch_of_three_with_a_row_of_positions_per_sequence(cache):
     # A 2-D input_pos makes litgpt write each row with its own `t[i].index_copy_`.
     torch.manual_seed(0)
@@ -106,15 +109,19 @@ def test_set_kv_cache_again_between_generations(cache):
     assert first_buffers[0] is not first_buffers[1], "set_kv_cache must give new buffers"
 
 
-# the growing cache with two of thunder's variants (CI time): a llama with condensed rope and gpt-neox (parallel residual)
+# CI time: the growing cache, and the torch.compile executor, with three of thunder's variants: gpt-neox (parallel
+# residual, LayerNorm), a llama with grouped queries, a llama with condensed rope; every variant under the defaults
+TORCH_COMPILE_VARIANTS = ("gpt-neox-like", "llama2-like", "long-context-like")
 GROWN_VARIANTS = ("long-context-like", "gpt-neox-like")
+DEFAULTS_ONLY = pytest.mark.executor_sets("defaults")
 
 
 @pytest.mark.parametrize(
     "name, cache",
-    [(n, "litgpt") for n in THUNDER_VARIANTS]
-    + [pytest.param(n, "growing", marks=pytest.mark.executor_sets("defaults")) for n in GROWN_VARIANTS],
-)
+    [(n, "litgpt") if n in TORCH_COMPILE_VARIANTS else pytest.param(n, "litgpt", marks=DEFAULTS_ONLY)
+     for n in THUNDER_VARIANTS]
+    + [pytest.param(n, "growing", marks=DEFAULTS_ONLY) for n in GROWN_VARIANTS],
+)  # fmt: skip
 def test_thunder_kvcache_variants_prefill_then_decode(name, cache):
     torch.manual_seed(0)
     model = litgpt.model.GPT(ThunderTestConfig.from_name(name))

@@ -30,6 +30,7 @@ def mixtral_like(**overrides) -> torch.nn.Module:
     return litgpt.GPT(config).eval()
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: the torch.compile executor's logits are checked by the tests below
 def test_a_mixture_of_experts_computes_litgpt_s_logits():
     model = mixtral_like(n_shared_expert=1, moe_intermediate_size=128)  # routed experts and a shared one
     tokens = torch.randint(0, VOCAB, (2, 9))
