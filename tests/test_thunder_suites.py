@@ -10,7 +10,9 @@ SUITES = {
     "test_inplace_copy": ["thunder.tests.test_inplace_copy"],
     "test_update_aliases": ["thunder.tests.test_update_aliases"],
 }
-LITGPT_VARIANTS_KVCACHE = ["thunder.tests.test_jit_general", "-k", "litgpt_variants_kvcache"]
+# CI time: of thunder's five variants, the mixture of experts (thunder's expected failure, which the extension
+# fixes) and grouped queries; tests/test_litgpt_kvcache.py runs the other llamas under thunder_ext.jit
+LITGPT_VARIANTS_KVCACHE = ["thunder.tests.test_jit_general", "-k", "litgpt_variants_kvcache and (mixtral or llama2)"]
 
 
 def run_thunder_suite(suite: list[str], executor_set: str, folder) -> None:
@@ -27,7 +29,7 @@ def test_thunder_suite_passes_under_the_extension(suite, executor_set, tmp_path)
     run_thunder_suite(SUITES[suite], executor_set, tmp_path)
 
 
-# CI time (150 s a set): the same five litgpt variants run under both sets in tests/test_litgpt_kvcache.py
+# CI time (150 s a set): thunder's litgpt variants run under both sets in tests/test_litgpt_kvcache.py
 @pytest.mark.executor_sets("defaults")
 def test_thunders_litgpt_kvcache_variants_pass_under_the_extension(executor_set, tmp_path):
     run_thunder_suite(LITGPT_VARIANTS_KVCACHE, executor_set, tmp_path)
