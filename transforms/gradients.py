@@ -45,6 +45,8 @@ def overwrites_of_differentiated_values(trace: TraceCtx, aliases: Aliases) -> se
     history behind such a write, with a zero gradient (``a.grad`` zeros for ``x = a * 2; x.copy_(y)``, and ``x``
     requiring grad even where ``y`` does not); thunder's functional form drops it (``a.grad`` None)."""
     carrying, overwrites = grad_storages(trace, aliases), set()
+    if not carrying:  # nothing differentiated: no cost to a trace without grad
+        return overwrites
     for index, bsym in enumerate(trace.bound_symbols):
         if traced_without_grad(bsym):
             continue
