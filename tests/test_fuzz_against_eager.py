@@ -158,7 +158,7 @@ def _save(program: Program, folder: Path, error: Exception) -> Path:
 
 
 KNOWN_FAILURE = "# known failure: "
-KNOWN_FAILURE_UNDER = re.compile(r"# known failure under (\w+): (.*)")
+KNOWN_FAILURE_UNDER = re.compile(r"# known failure under (\w+)(?: with (\w+))?: (.*)")
 
 
 def _known_failure(path: Path) -> list:
@@ -182,7 +182,7 @@ def _regressions() -> list:
 @pytest.mark.parametrize(("path", "fusion"), _regressions())
 def test_regression(path: Path, fusion, scheduler, executor_set: str, request: pytest.FixtureRequest):
     source = path.read_text()
-    _mark_if_known_failure_under(source, executor_set, request)
+    _mark_if_known_failure_under(source, executor_set, request, scheduler)
     check_against_eager(Program(source), scheduler, fusion=fusion)
 
 
@@ -191,11 +191,15 @@ GRAD_REGRESSION_PARAMS = [
 ]
 
 
+@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
 @pytest.mark.parametrize("path", GRAD_REGRESSION_PARAMS)
-def test_regression_with_inputs_that_require_grad(path: Path, executor_set: str, request: pytest.FixtureRequest):
+def test_regression_with_inputs_that_require_grad(
+    path: Path, scheduler, executor_set: str, request: pytest.FixtureRequest
+):
+    # under each scheduler, as test_regression: the one a program was found under follows its text, header included
     source = path.read_text()
-    _mark_if_known_failure_under(source, executor_set, request)
-    check_against_eager(Program(source), grad=GradSetting.of(source))
+    _mark_if_known_failure_under(source, executor_set, request, scheduler)
+    check_against_eager(Program(source), scheduler, grad=GradSetting.of(source))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
@@ -209,9 +213,13 @@ def test_regression_on_cuda(path: Path, executor_set: str, request: pytest.Fixtu
     check_against_eager(Program(source), grad=grad, device=torch.device("cuda"))
 
 
-def _mark_if_known_failure_under(source: str, executor_set: str, request: pytest.FixtureRequest) -> None:
-    if (known := KNOWN_FAILURE_UNDER.match(source)) and known[1] == executor_set:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=known[2]))
+def _mark_if_known_failure_under(
+    source: str, executor_set: str, request: pytest.FixtureRequest, scheduler: type | None = None
+) -> None:
+    """``# known failure under <set>: why``, or ``under <set> with <scheduler>: why`` for one scheduler alone."""
+    known = KNOWN_FAILURE_UNDER.match(source)
+    if known and known[1] == executor_set and known[2] in (None, getattr(scheduler, "__name__", None)):
+        request.applymarker(pytest.mark.xfail(strict=True, reason=known[3]))
 
 
 ALIASED = Program("""

@@ -174,6 +174,12 @@ def setitem_of_a_row(a, y):
     return x
 
 
+def one_element_diagonal_mul(a):
+    x = a * 1.5
+    x.diagonal().mul_(3.0)  # torch 2.9.1's Inductor lost the take's gradient of a one-element base
+    return x
+
+
 def diagonal_of_an_argument_filled(buf, a):
     buf.diagonal().fill_(-2.0)  # thunder's autodiff makes diagonal a copy, which its write filled
     return a * -0.5
@@ -207,6 +213,7 @@ PROGRAMS = [
     (into_a_base_that_needs_no_grad, lambda: [torch.randn(2, 2)], (True,)),
     (additive_slice_write, lambda: [torch.randn(3, 4), torch.randn(3, 2)], (True, True)),
     (setitem_of_a_row, lambda: [torch.randn(3, 4), torch.randn(2, 4)], (True, True)),
+    (one_element_diagonal_mul, lambda: [torch.randn(1, 1)], (True,)),
     # through a diagonal of an argument that requires no grad: scattered, written back
     (diagonal_of_an_argument_filled, lambda: [torch.randn(1, 4, 2), torch.randn(1, 4, 2)], (False, True)),
     (

@@ -197,9 +197,17 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
     return scattered
 
 
+def _one_element(t: TensorProxy) -> bool:
+    return math.prod(t.shape) == 1
+
+
 def _apply(chain: tuple[ViewStep, ...], t: TensorProxy) -> TensorProxy:
     """``chain``'s view ops, traced anew on ``t`` (each op's first argument); ``narrow`` as the slice it is, whose
-    gradient thunder's torch.compile executor compiles (``narrow``'s it cannot, stock thunder neither)."""
+    gradient thunder's torch.compile executor compiles (``narrow``'s it cannot, stock thunder neither). A view of
+    all of a one-element ``t`` is ``t`` reshaped: torch 2.9.1's Inductor loses the gradient that the ``take`` of
+    a one-element ``diagonal`` sends back beside another (``requires_grad/found_77a324cfc711``)."""
+    if chain and _one_element(t) and _one_element(out := tensor_outs(chain[-1][0])[chain[-1][1]]):
+        return ltorch.reshape(t, out.shape)
     for bsym, k in chain:
         if thunder_op_id(bsym) == ltorch.narrow.id:
             dim, start, length = bsym.args[1:4]

@@ -1,0 +1,20 @@
+# known failure under defaults with SinkReads: a setitem and a fill_ of an argument that requires no grad, in a differentiated trace whose reads the scheduler sinks, are refused by the checker (InplaceOrderingError: loud, before anything runs; at 8257ff0 too; fuzz, 2026-11-27)
+# thunder_ext.transforms.prove_inplace.InplaceOrderingError: `copy_with_setitem_impl` reads `t46`, which shares storage with `t46`, after `t55 = copy_to_out_(..., out=t46)` overwrote it
+# grad setting: grad [0]
+import torch
+
+
+def program(a0, a1):
+    a1[0] = -2.0
+    r1 = a0.sum()
+    v2 = a0.unsqueeze(0)
+    r3 = a1.sum()
+    a1.fill_(-2.0)
+    return (r1, r3)
+
+
+def make_args():
+    torch.manual_seed(1)
+    a0 = torch.randn((1,))
+    a1 = torch.randn((1,))
+    return [a0, a1]
