@@ -7,8 +7,10 @@ thunder's op (``functionalize`` rule 5), the prologue refuses it into a leaf (``
 reports thunder's copy as thunder's (``prove_inplace``). A write into an intermediate's storage that a view
 makes observable (a write through a view, a view made before the write) is decided by
 ``view_writes.scattered_storages``: scattered into its base before autodiff, or refused; the two sets are
-disjoint (an argument's storage, an intermediate's), and every other differentiated write is a ``copy_to_out_``
-with its gradient rule.
+disjoint (the storage of an argument requiring grad; an intermediate's, or an argument's requiring no grad written
+through ``diagonal``), and every other differentiated write is a ``copy_to_out_`` with its gradient rule. A write
+that overwrites a differentiated value keeps that value's history at zero gradient
+(``overwrites_of_differentiated_values``), in either form.
 """
 
 from __future__ import annotations

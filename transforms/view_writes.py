@@ -155,7 +155,8 @@ def _write_lost_by_autodiff(arguments: list[TensorProxy], through_views: list) -
 
 def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
     """The storages (``Aliases.storage_key``) of intermediates that a differentiated write reaches through a view, or
-    that have a view made before such a write, in ``trace``, which thunder differentiates.
+    that have a view made before such a write, and of arguments requiring no grad written through ``diagonal``, in
+    ``trace``, which thunder differentiates.
 
     Raises ``ViewWriteGradientError`` for such a write whose chain the rule refuses."""
     arguments = _argument_storages(trace, aliases)
