@@ -24,6 +24,7 @@ import torch
 
 from thunder_ext.benchmarks import (
     adam,
+    compile_ahead,
     compile_scaling,
     compile_time,
     decode,
@@ -50,6 +51,7 @@ CASES = {
     "prefill": prefill,
     "adam": adam,
     "compile": compile_time,
+    "compile_ahead": compile_ahead,
     "compile_scaling": compile_scaling,
     "kv_idioms": kv_idioms,
     "requires_grad": requires_grad,

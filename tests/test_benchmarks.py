@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from thunder_ext.benchmarks import (
+    compile_ahead,
     compile_scaling,
     compile_time,
     decode,
@@ -210,6 +211,25 @@ def test_compile_targets_follow_the_measurements(ext_at_30, growth, ext_steady, 
     table = compile_time.report(_compile_results(ext_at_30, growth, ext_steady, tokens))
     assert [t.met for t in table.targets] == met, [t.text for t in table.targets]
     assert [row[2] for row in table.rows] == [compile_time.EAGER, compile_time.EXT, compile_time.DYNAMIC, compile_time.EXT]
+
+
+@pytest.mark.parametrize(
+    "ahead_growth, ahead_steady, ahead_tokens, met",
+    [(0.5, 0.05, (1, 2, 3), [True, True, True, True]),
+     (12.0, 0.05, (1, 2, 3), [False, True, True, True]),  # a growth that stalls 12 s
+     (0.5, 0.06, (1, 2, 3), [True, True, False, True]),  # slower per token
+     (0.5, 0.05, (1, 2, 4), [True, True, True, False])],  # other tokens
+)  # fmt: skip
+def test_compile_ahead_targets_follow_the_measurements(ahead_growth, ahead_steady, ahead_tokens, met):
+    result = compile_time.Result({
+        compile_time.EAGER: _compile_run(0.1, [0.05]),
+        compile_time.EXT: _compile_run(30.0, [30.0, 0.05, 30.0]),
+        compile_time.EXT_AHEAD: _compile_run(30.0, [30.0, 0.05, ahead_growth], steady=ahead_steady, tokens=ahead_tokens),
+        compile_time.DYNAMIC: _compile_run(150.0, [100.0]),
+    })  # fmt: skip
+    table = compile_ahead.report({("SmolLM2-135M", 30, "generate"): result})
+    assert [t.met for t in table.targets] == met, [(t.text, t.measured) for t in table.targets]
+    assert [row[2] for row in table.rows] == list(compile_ahead.RUNNERS)
 
 
 def test_a_compilation_event_is_a_token_that_stalls():

@@ -30,6 +30,7 @@ from thunder_ext.thunder026.cache_entries import (
     programs_of,
     rebuilt,
     rebuilt_entry,
+    try_first,
 )
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
@@ -79,6 +80,18 @@ def attach(jitted: Callable) -> None:
     on_each_new_entry(jitted, cache.save)
 
 
+def cached(jitted: Callable) -> bool:
+    """Whether ``jitted``'s compilations are saved to the compile cache."""
+    return jitted in _CACHES
+
+
+def load_new(jitted: Callable) -> int:
+    """Loads the entries saved under ``jitted``'s key since it last looked (by another process: a compilation made
+    ahead, ``compile_cache/ahead.py``), where thunder tries them after its own; how many. 0 without the cache."""
+    cache = _CACHES.get(jitted)
+    return 0 if cache is None else cache.load(last=True)
+
+
 def loaded_calls(jitted: Callable) -> int:
     """How many calls of ``jitted`` ran an entry loaded from the cache for the first time."""
     cache = _CACHES.get(jitted)
@@ -88,14 +101,19 @@ def loaded_calls(jitted: Callable) -> int:
 class _Cache:
     def __init__(self, jitted: Callable, key: str, fields: dict) -> None:
         # weak: thunder's list of entries holds this, and thunder keeps its compiled objects free of cycles
-        self._jitted = weakref.ref(jitted)
+        self.jitted = weakref.ref(jitted)
         self.key, self.fields = key, fields
         self.loaded_calls = 0
+        self.known: set[Path] = set()  # the files this process loaded or saved
 
-    def load(self) -> None:
-        cd = thunder.compile_data(self._jitted())
+    def load(self, *, last: bool = False) -> int:
+        """Loads the entries not known yet; ``last``: where thunder tries them after those it has. How many."""
+        cd, loaded = thunder.compile_data(self.jitted()), 0
         # least recently used first: thunder tries the last entry first
         for stored in sorted(store.entries(self.key), key=lambda s: s.last_used):
+            if stored.path in self.known:
+                continue
+            self.known.add(stored.path)
             start = time.perf_counter()
             try:
                 entry = self._rebuilt(stored, cd, start)
@@ -104,7 +122,11 @@ class _Cache:
                 store.remove(stored.path)
                 continue
             if entry is not None:
-                interpreter_cache(self._jitted()).append(entry)
+                entries = interpreter_cache(self.jitted())
+                # thunder's list saves each entry appended after a compilation; inserting one saves nothing
+                entries.insert(loaded if last else len(entries), entry)
+                loaded += 1
+        return loaded
 
     def _rebuilt(self, stored: store.Stored, cd: object, start: float):
         """The entry ``stored`` holds, its prologue wrapped in ``_FirstUse``; None where its code changed."""
@@ -128,7 +150,7 @@ class _Cache:
         return entry._replace(prologue_fn=first_use)
 
     def save(self, entry) -> None:
-        cd, cs = thunder.compile_data(self._jitted()), thunder.compile_stats(self._jitted())
+        cd, cs = thunder.compile_data(self.jitted()), thunder.compile_stats(self.jitted())
         seconds = (time.perf_counter_ns() - cs.last_trace_cache_stop) / 1e9
         name = _described(cd.fn, entry)
         try:
@@ -155,6 +177,7 @@ class _Cache:
             log.warning("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
             return
         if stored is not None:
+            self.known.add(stored.path)
             size = stored.size / 2**20
             log.info("thunder_ext: compiled %s in %.1f s, saved to the compile cache (%.1f MB)", name, seconds, size)
 
@@ -176,6 +199,7 @@ class _FirstUse:
         result = self.prologue(*args, **kwargs)
         if not self.used:
             self.used = True
+            try_first(self.cache.jitted(), self)  # loaded entries were put where thunder tries them last
             self.cache.loaded_calls += 1
             store.mark_used(self.path)
             log.info("thunder_ext: loaded %s from the compile cache in %.2f s", self.name, self.seconds)

@@ -34,6 +34,12 @@ The rules, each with its test in ``tests/test_growing_cache.py``:
    is kept once allocated, by layer and shape, across ``set_kv_cache`` calls too, and a bucket met again takes
    its kept buffers, zeroed (``BucketBuffers``): the buckets of every capacity reached stay allocated, at most
    about twice the largest.
+8. **Larger buckets compile ahead.** The first compiled call at a capacity queues, for the same sequences, the
+   one-token call (a decode step, with the growth copy into its bucket) at each larger bucket, then a prompt's
+   chunk at each: a second process compiles them ahead, one after another, while this one generates
+   (``thunder_ext/compile_cache/ahead.py``, where forking is sound and the compile cache is on). A growth, or a
+   prompt in a new length bucket, then loads its call instead of tracing it, or waits for the second process if
+   it is compiling that call. ``compile_ahead=False`` turns it off.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import logging
 import time
 import types
 from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import thunder
 import thunder.torch as ltorch
@@ -53,6 +60,7 @@ from thunder.core.trace import is_tracing
 from thunder.transforms.cudagraph import CUDAGraphTransform
 
 from thunder_ext.compile_cache import CompileCache, loaded_calls
+from thunder_ext.compile_cache.ahead import CompileAhead, unavailable
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.executors import inplace_ex
 from thunder_ext.integrations.buckets import MIN_CAPACITY, capacity_for, checked_min_capacity
@@ -188,13 +196,15 @@ def set_kv_cache(
     device: torch.device | None = None,
     dtype: torch.dtype | None = None,
     min_capacity: int = MIN_CAPACITY,
+    compile_ahead: bool = True,
 ) -> None:
     """litgpt's ``GPT.set_kv_cache`` with caches that grow with the positions they hold (the module's rules).
 
     ``model`` is a litgpt ``GPT``, or what ``thunder_ext.jit(gpt)`` or ``thunder.compile(gpt, ...)`` (the
     ``thunder.jit`` interpreter) returns: the module that will be called, since the calls are fitted to the
     buckets there. ``max_seq_length`` (the model's if None) is the limit and becomes ``model.max_seq_length``;
-    the other arguments are litgpt's. ``min_capacity`` is the smallest bucket.
+    the other arguments are litgpt's. ``min_capacity`` is the smallest bucket. ``compile_ahead``: a second
+    process compiles the calls of each larger bucket ahead (rule 8).
     """
     gpt = _gpt_of(model)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -225,7 +235,9 @@ def set_kv_cache(
     gpt.mask_cache = buffers.mask(gpt, capacity, device)
     if isinstance(model, ThunderModule):
         refresh_thunder_module(model, changed)
-    model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity, buffers)
+    if isinstance(previous := model.__dict__.get("forward"), BucketedForward) and previous.ahead is not None:
+        previous.ahead.close()  # its buckets are of caches no call will use
+    model.forward = BucketedForward(model, gpt, batch_size, min_capacity, capacity, buffers, compile_ahead)
 
 
 @torch.inference_mode(False)
@@ -268,7 +280,7 @@ class BucketedForward:
     """
 
     def __init__(self, model: torch.nn.Module, gpt: GPT, batch_size: int, min_capacity: int, capacity: int,
-                 buffers: BucketBuffers):  # fmt: skip
+                 buffers: BucketBuffers, compile_ahead: bool = False):  # fmt: skip
         self.model, self.gpt, self.batch_size, self.min_capacity = model, gpt, batch_size, min_capacity
         self.capacity, self.buffers = capacity, buffers
         self.attentions = [block.attn for block in gpt.transformer.h]
@@ -279,6 +291,15 @@ class BucketedForward:
         self.grow = jit(_grow, **_options_of(model)) if self.compiled else copy_into_larger
         self.grew = False  # whether the last call grew the caches
         self.shapes_seen: set[tuple] = set()
+        self.ahead = self._ahead() if compile_ahead and self.compiled else None
+
+    def _ahead(self) -> CompileAhead | None:
+        """Rule 8's second process, where it can run (captured CUDA graphs would find a child's buckets nowhere)."""
+        why = "CUDA graphs capture each bucket's buffers" if self.buffers.keeps else unavailable([self.model, self.grow])
+        if why is not None:
+            log.info("thunder_ext: set_kv_cache: larger buckets compile when reached, not ahead: %s", why)
+            return None
+        return CompileAhead(self._compile_ahead, [self.model, self.grow], self._described)
 
     def __call__(self, idx: torch.Tensor, input_pos: torch.Tensor | None = None, input_pos_maxp1: int | None = None,
                  lm_head_chunk_size: int = 0) -> torch.Tensor | list[torch.Tensor]:  # fmt: skip
@@ -295,19 +316,24 @@ class BucketedForward:
         last = self._checked_last_position(idx, input_pos)
         # every sequence starting anew: nothing to keep (a single token's first position is its last)
         starts = last == 0 if idx.shape[1] == 1 else int(input_pos[..., 0].max()) == 0
+        if self.ahead is not None:
+            self.ahead.poll()
         if starts or last >= self.capacity:
-            self._set_capacity(capacity_for(last + 1, self.min_capacity, self.gpt.max_seq_length), copy=not starts)
+            capacity = capacity_for(last + 1, self.min_capacity, self.gpt.max_seq_length)
+            if self.ahead is not None and not lm_head_chunk_size:
+                self.ahead.wait_for(self._call_at(capacity, idx, input_pos, 1 if idx.shape[1] == 1 else None))
+            self._set_capacity(capacity, copy=not starts)
         if not self.compiled:
             return self.forward(idx, input_pos, input_pos_maxp1, lm_head_chunk_size)
         if lm_head_chunk_size:  # a list of logits: one call at the capacity, compiled for its own length
             return self.forward(idx, input_pos, self.capacity, lm_head_chunk_size)
-        length = 1 if idx.shape[1] == 1 else self.chunk_length()
+        length = 1 if idx.shape[1] == 1 else self.chunk_length(self.capacity)
         logits = [self._compiled_call(chunk, pos, n) for chunk, pos, n in _chunks(idx, input_pos, length)]
         return logits[0] if len(logits) == 1 else torch.cat(logits, dim=1)
 
-    def chunk_length(self) -> int:
-        """The tokens of one compiled call of several: an eighth of the capacity, at most the smallest window."""
-        return min(max(1, self.capacity // CHUNKS_PER_CAPACITY), *(c.limit for c in self.caches))
+    def chunk_length(self, capacity: int) -> int:
+        """The tokens of one compiled call of several at ``capacity``: an eighth of it, at most the smallest window."""
+        return min(max(1, capacity // CHUNKS_PER_CAPACITY), *(c.limit for c in self.caches))
 
     def decisions_before(self) -> list[InplaceDecision]:
         """The growth copy's decisions, if the last call grew the caches."""
@@ -365,15 +391,45 @@ class BucketedForward:
     def _compiled_call(self, idx: torch.Tensor, input_pos: torch.Tensor, tokens: int) -> torch.Tensor:
         """The compiled call of one chunk, at the capacity; the logits of its first ``tokens`` tokens."""
         capacity = self.capacity
+        shape = (idx.shape, input_pos.shape, capacity)
+        if self.ahead is not None and shape not in self.shapes_seen:  # queued before this call compiles
+            larger = [c for c in _buckets(self.min_capacity, self.gpt.max_seq_length) if c > capacity]
+            steps = [self._call_at(c, idx, input_pos, tokens=1) for c in larger]
+            self.ahead.add(steps + [self._call_at(c, idx, input_pos, tokens=None) for c in larger])
 
         def named() -> tuple[str, str]:
-            (batch, length), s = idx.shape, lambda n: "s" if n > 1 else ""
-            what = f"{length} token{s(length)} x {batch} sequence{s(batch)}, KV cache of {capacity} positions"
-            return f"{type(self.gpt).__name__}.forward", what
+            return f"{type(self.gpt).__name__}.forward", self._bucket(idx.shape, capacity)
 
-        shape = (idx.shape, input_pos.shape, capacity)
         logits = self._logged(self.model, shape, named, lambda: self.forward(idx, input_pos, capacity))
         return logits[:, :tokens]
+
+    @staticmethod
+    def _bucket(idx_shape: tuple[int, ...], capacity: int) -> str:
+        (batch, length), s = idx_shape, lambda n: "s" if n > 1 else ""
+        return f"{length} token{s(length)} x {batch} sequence{s(batch)}, KV cache of {capacity} positions"
+
+    def _described(self, call: _Call) -> str:
+        return f"{type(self.gpt).__name__}.forward for {self._bucket(call.idx.shape, call.capacity)}"
+
+    def _call_at(self, capacity: int, idx: torch.Tensor, input_pos: torch.Tensor, tokens: int | None) -> _Call:
+        """The compiled call at ``capacity`` of ``idx``'s sequences: of ``tokens`` tokens, or (None) a chunk."""
+        length = self.chunk_length(capacity) if tokens is None else tokens
+        return _Call(capacity, _Spec((idx.shape[0], length), idx.dtype, idx.device),
+                     _Spec((*input_pos.shape[:-1], length), input_pos.dtype, input_pos.device))  # fmt: skip
+
+    def _compile_ahead(self, call: _Call) -> None:
+        """In the second process: compiles ``call`` (a step: with the growth copy from the bucket before) and saves
+        it to the compile cache."""
+        self.ahead = None
+        step = call.idx.shape[1] == 1
+        if step:  # the caches as the growth into the call's bucket finds them
+            buckets = _buckets(self.min_capacity, self.gpt.max_seq_length)
+            self._set_capacity(buckets[buckets.index(call.capacity) - 1], copy=False)
+        self._set_capacity(call.capacity, copy=step)
+        idx = torch.zeros(call.idx.shape, dtype=call.idx.dtype, device=call.idx.device)
+        last = call.capacity - 1 if step else call.input_pos.shape[-1] - 1
+        positions = torch.arange(last + 1 - call.input_pos.shape[-1], last + 1, device=call.input_pos.device)
+        self._compiled_call(idx, positions.to(call.input_pos.dtype).expand(call.input_pos.shape), call.idx.shape[1])
 
     def _logged(self, compiled: Callable, shape: tuple, named: Callable[[], tuple[str, str]], call: Callable[[], object]):
         """``call()``, a call of the thunder-compiled ``compiled``. The first call of each ``shape`` is logged before
@@ -393,6 +449,28 @@ class BucketedForward:
         else:
             log.info("thunder_ext: %s for %s was compiled already", name, bucket)
         return result
+
+
+class _Spec(NamedTuple):
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+
+class _Call(NamedTuple):
+    """A compiled call at a bucket, as rule 8 compiles it ahead."""
+
+    capacity: int
+    idx: _Spec
+    input_pos: _Spec
+
+
+def _buckets(min_capacity: int, limit: int) -> list[int]:
+    """Every capacity a cache of ``limit`` positions takes, smallest first."""
+    buckets = [min(min_capacity, limit)]
+    while buckets[-1] < limit:
+        buckets.append(capacity_for(buckets[-1] + 1, min_capacity, limit))
+    return buckets
 
 
 def _options_of(model: torch.nn.Module) -> dict:

@@ -103,6 +103,15 @@ def on_each_new_entry(jitted: object, callback: Callable[[CacheEntry], None]) ->
     stats.interpreter_cache = _Notifying(stats.interpreter_cache, callback)
 
 
+def try_first(jitted: object, prologue: Callable) -> None:
+    """Moves the entry whose prologue is ``prologue`` to where thunder tries it first (its list's end), so that the
+    calls after the one it accepted find it at once. Called from that prologue, while thunder's search runs: once a
+    prologue returns, thunder returns its entry without looking at the list again."""
+    entries = interpreter_cache(jitted)
+    at = next(i for i, entry in enumerate(entries) if entry.prologue_fn is prologue)
+    entries.insert(len(entries), entries.pop(at))  # insert: thunder's list saves each entry appended to it
+
+
 class _Notifying(list):
     """thunder's list of entries, which it appends one to after each compilation."""
 

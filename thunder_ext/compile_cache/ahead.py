@@ -1,0 +1,160 @@
+"""Compilations made ahead of their first call, in a forked process, and handed back through the compile cache.
+
+A call that will come later (``set_kv_cache``'s one-token call at each larger bucket) is compiled by a child forked
+from this process: it holds this process's state as it was (the module, its options, thunder's), makes the call
+there, which compiles it and saves the entry to the compile cache, and exits. This process then loads the entry
+(``load_new``), as a later process would: its prologue accepts a call, or thunder tries its other entries and
+compiles, so an entry runs only for a call it was compiled for. The rules, each with its test in
+``tests/test_compile_ahead.py``:
+
+1. **One child at a time**, compiling the targets in the order they were added, each once.
+2. **A call waits for the child compiling its target** (the child started first, so it ends first); the targets
+   queued before it are passed over, and one not started yet is dropped: that call compiles it here.
+3. **A child that fails hands nothing back**: the log says so, and its target compiles when its call comes. A
+   child that compiled but handed nothing back (the cache stores no entry of a torch.compile executor's regions)
+   stops the compiling ahead: the others would hand back nothing either.
+4. **Only where forking is sound**: Linux, no CUDA context in this process (a forked child cannot use one), and
+   the compile cache on for every function the child compiles (the entries come back through it).
+5. **The child is quiet**: its stdout and stderr go to ``/dev/null`` and its logging is off, it runs torch on one
+   thread at a lower priority (``nice`` 10), and it is killed when its owner is closed or collected, or when this
+   process exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+import weakref
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from thunder_ext.compile_cache.attach import cached, load_new
+
+log = logging.getLogger("thunder_ext")
+
+
+def unavailable(compiled: Sequence[Callable]) -> str | None:
+    """Why the functions ``compiled`` cannot be compiled ahead here (rule 4), or None."""
+    if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
+        return f"forking a process is not sound on {sys.platform}"
+    if torch.cuda.is_initialized():
+        return "this process holds a CUDA context, which a forked process cannot use"
+    if not all(cached(f) for f in compiled):
+        return "the compile cache, which brings the entries back, is off (THUNDER_EXT_CACHE=0 or compile_cache=False)"
+    return None
+
+
+@dataclass
+class _Child:
+    pid: int
+    target: Hashable
+    start: float
+
+
+class CompileAhead:
+    """Targets compiled ahead by forked children, one at a time (the module's rules).
+
+    ``compile(target)`` runs in the child and makes the call of ``target`` (compiling it); ``compiled`` are the
+    thunder-compiled functions whose entries it saves; ``described(target)`` names a target in the log.
+    """
+
+    def __init__(self, compile: Callable[[Hashable], None], compiled: Sequence[Callable],
+                 described: Callable[[Hashable], str]) -> None:  # fmt: skip
+        self._compile, self._compiled, self._described = compile, compiled, described
+        self.queue: list[Hashable] = []
+        self.added: set[Hashable] = set()
+        self.child: _Child | None = None
+        self.handed_back: list[Hashable] = []  # the targets whose children ended well, in order
+        self._stop: weakref.finalize | None = None
+
+    def add(self, targets: Sequence[Hashable]) -> None:
+        """Queues each target not added before, and starts a child if none runs."""
+        for target in targets:
+            if target not in self.added:
+                self.added.add(target)
+                self.queue.append(target)
+        self.poll()
+
+    def poll(self) -> None:
+        """Takes back what an ended child compiled, and starts the next."""
+        if self.child is not None:
+            pid, status, usage = os.wait4(self.child.pid, os.WNOHANG)
+            if pid == 0:
+                return
+            self._ended(status, usage)
+        if self.queue:
+            self._fork(self.queue.pop(0))
+
+    def wait_for(self, target: Hashable) -> None:
+        """Before a call of ``target``: waits for the child compiling it (and takes its entries back), passes over
+        the targets queued before it, and drops it if no child has started it (rule 2)."""
+        if target in self.queue:
+            del self.queue[: self.queue.index(target) + 1]
+        elif self.child is not None and self.child.target == target:
+            start = time.perf_counter()
+            _, status, usage = os.wait4(self.child.pid, 0)
+            log.info("thunder_ext: waited %.1f s for the second process", time.perf_counter() - start)
+            self._ended(status, usage)
+        self.poll()
+
+    def close(self) -> None:
+        """Kills the running child, if any, and queues nothing more."""
+        self.queue.clear()
+        if self._stop is not None:
+            self._stop()
+        self.child = None
+
+    def _fork(self, target: Hashable) -> None:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                _quiet()
+                self._compile(target)
+                code = 0
+            finally:
+                os._exit(code)  # no atexit handler, no finalizer: the parent's resources are the parent's
+        self.child = _Child(pid, target, time.perf_counter())
+        self._stop = weakref.finalize(self, _kill, pid)
+
+    def _ended(self, status: int, usage: object) -> None:
+        child, self.child = self.child, None
+        self._stop.detach()
+        seconds, cpu = time.perf_counter() - child.start, usage.ru_utime + usage.ru_stime
+        if os.waitstatus_to_exitcode(status) != 0:
+            log.warning("thunder_ext: compiling %s ahead failed in the second process (exit status %d): it compiles "
+                        "when its call comes", self._described(child.target), os.waitstatus_to_exitcode(status))  # fmt: skip
+            return
+        loaded = sum(load_new(f) for f in self._compiled)
+        if loaded == 0:
+            log.info("thunder_ext: compiled %s ahead in a second process, which saved no entry to the compile cache "
+                     "(its log says why where the cache is used in this process): no more is compiled ahead",
+                     self._described(child.target))  # fmt: skip
+            self.queue.clear()
+            return
+        self.handed_back.append(child.target)
+        log.info("thunder_ext: compiled %s ahead in a second process (%.1f s, %.1f s of CPU): %d entries loaded",
+                 self._described(child.target), seconds, cpu, loaded)  # fmt: skip
+
+
+def _quiet() -> None:
+    """The child's output off (rule 5): it shares this process's terminal and log files."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    logging.disable(logging.CRITICAL)
+    torch.set_num_threads(1)
+    os.nice(10)  # where the cores are busy, the generating process goes first
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
