@@ -84,15 +84,22 @@ def ahead_lines(caplog) -> list[str]:
 
 
 @pytest.mark.executor_sets("defaults")  # the torch.compile executor's entries are not stored: its own test below
-def test_each_growth_runs_the_step_compiled_ahead_with_eagers_logits_and_caches(cache_on, caplog):
+def test_each_growth_and_new_length_bucket_runs_the_call_compiled_ahead_with_eagers_logits_and_caches(cache_on, caplog):
     caplog.set_level(logging.INFO, logger="thunder_ext")
     eager, jitted = eager_and_jitted()
     with torch.inference_mode():
         prefill_both(eager, jitted)
         finish(ahead_of(jitted))
         decode_both(eager, jitted, range(PROMPT, 60))  # growths at 16 and 32
-    assert_caches_hold_eagers(jitted, eager, 60)
-    # compiled here: the prompt's chunk and the step at 16; every larger bucket's step and growth copy was loaded
+        assert_caches_hold_eagers(jitted, eager, 60)
+        # compiled here: the prompt's chunk and the step at 16; every larger bucket's step and growth copy was loaded
+        assert thunder.cache_misses(jitted) == 2
+        for length in (20, 40):  # prompts of new sequences in the buckets of 32 and 64: their chunks were loaded
+            prompt = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
+            eager.set_kv_cache(batch_size=1, max_seq_length=LIMIT)
+            expected = eager(prompt, torch.arange(length), input_pos_maxp1=length)
+            assert_close(jitted(prompt, torch.arange(length)), expected)
+            assert_caches_hold_eagers(jitted, eager, length)
     assert thunder.cache_misses(jitted) == 2
     assert thunder.cache_misses(jitted.forward.grow) == 0
     compiled = [f"{n} x 1 sequence, KV cache of {c} positions ahead in a second process"
