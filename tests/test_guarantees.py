@@ -41,6 +41,25 @@ def test_readers_of_old_value_stay_before_write_under_adversarial_scheduling():
     assert names.index("sum") < min(i for i, b in enumerate(final.bound_symbols) if "copy_to_out" in b.sym.name)
 
 
+def set_read_then_fill(w, x):
+    x[0] = -2.0  # reads the old x
+    r = x.sum()
+    x.fill_(3.0)  # full_like of the setitem's result: its shape alone
+    return w.sum(), r
+
+
+@pytest.mark.executor_sets("defaults")
+def test_a_reader_whose_result_the_write_takes_for_its_shape_alone_stays_before_it():
+    # requires_grad/found_e15b965a9837: with an argument that requires grad, thunder traces the fill's full_like as
+    # a full of constants, which reads nothing of the setitem: only the write's `after` keeps the setitem above it
+    w = torch.randn(3, requires_grad=True)
+    jfn = assert_matches_eager(set_read_then_fill, w, torch.randn(3), transforms=[SinkReads()])
+    traced = functionalized_trace(jfn)
+    (write,) = writes_in(traced)
+    (setitem,) = [b for b in traced.bound_symbols if b.sym.name == "setitem"]
+    assert [p.name for p in write.kwargs["after"]] == [setitem.output.name]
+
+
 class UnorderedInplace(InplaceTransform):
     """The pass without its ordering edges, then the adversarial scheduler: the guarantee broken on purpose."""
 

@@ -17,8 +17,10 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    denote, so writing ``x`` again never renames ``y``. A write to storage that nothing observes
    afterwards (an intermediate the trace neither reads nor returns) is dead and dropped.
 2. *Readers of the old value run before the write.* ``after`` holds the result of every op that
-   read the target's storage since its last write, except those ``computed`` already depends on.
-   It is a dataflow edge: no pass that respects dataflow can move the write above such a reader.
+   read the target's storage since its last write, except those ``computed`` already reads data of.
+   It is a dataflow edge: no pass that respects dataflow can move the write above such a reader. An
+   op that takes a tensor for its shape alone (``full_like``: thunder decomposes it into a ``full`` of
+   constants) is no such dependency, so a reader behind it stays in ``after`` (``data_args``).
 3. *A failure leaves targets as eager leaves them.* ``after`` also holds the result of every op
    before the in-place op, in program order, that may fail at runtime (``may_fail_at_runtime``:
    an index out of range), so such a failure always comes before the write. And a pending write
@@ -119,6 +121,16 @@ class _Tensor:
     synced: str | None = None  # the landed write of its storage that its current name follows
 
 
+def data_args(bsym: BoundSymbol) -> list[Proxy]:
+    """The arguments whose data ``bsym`` reads: those the prims of its decomposition take (all, for an op thunder
+    does not decompose). ``full_like(x, v)`` reads none: it is ``full(x.shape, v)``, and once a later pass traces
+    it so, nothing orders it after ``x``'s producer."""
+    if not bsym.subsymbols:
+        return bsym.flat_proxy_args
+    read = {p.name for sub in bsym.subsymbols for p in data_args(sub)}
+    return [p for p in bsym.flat_proxy_args if p.name in read]
+
+
 @dataclass
 class _Functionalizer:
     trace: TraceCtx  # the trace being built, which names new proxies
@@ -168,10 +180,11 @@ class _Functionalizer:
             self.last_check = bsym.output
 
     def ancestors(self, p: Proxy) -> set[str]:
+        """The names whose data ``p`` is computed from (rule 2)."""
         seen, stack = set(), [p]
         while stack:
             bsym = self.producer.get(stack.pop(), None)
-            for a in bsym.flat_proxy_args if bsym is not None else ():
+            for a in data_args(bsym) if bsym is not None else ():
                 if a.name not in seen:
                     seen.add(a.name)
                     stack.append(a)
