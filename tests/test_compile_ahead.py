@@ -79,21 +79,28 @@ def assert_caches_hold_eagers(jitted, eager, positions: int) -> None:
         assert_close(ours[:, :, :positions], theirs[:, :, :positions])
 
 
+def generated_ahead(caplog, end: int):
+    """Both models after the prompt, the second process's whole queue, then decoding up to position ``end``."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    eager, jitted = eager_and_jitted()
+    with torch.inference_mode():
+        prefill_both(eager, jitted)
+        finish(ahead_of(jitted))
+        decode_both(eager, jitted, range(PROMPT, end))
+    return eager, jitted
+
+
 def ahead_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "ahead" in r.getMessage() or "waited" in r.getMessage()]
 
 
 @pytest.mark.executor_sets("defaults")  # the torch.compile executor's entries are not stored: its own test below
 def test_each_growth_and_new_length_bucket_runs_the_call_compiled_ahead_with_eagers_logits_and_caches(cache_on, caplog):
-    caplog.set_level(logging.INFO, logger="thunder_ext")
-    eager, jitted = eager_and_jitted()
+    eager, jitted = generated_ahead(caplog, 60)  # growths at 16 and 32
+    assert_caches_hold_eagers(jitted, eager, 60)
+    # compiled here: the prompt's chunk and the step at 16; every larger bucket's step and growth copy was loaded
+    assert thunder.cache_misses(jitted) == 2
     with torch.inference_mode():
-        prefill_both(eager, jitted)
-        finish(ahead_of(jitted))
-        decode_both(eager, jitted, range(PROMPT, 60))  # growths at 16 and 32
-        assert_caches_hold_eagers(jitted, eager, 60)
-        # compiled here: the prompt's chunk and the step at 16; every larger bucket's step and growth copy was loaded
-        assert thunder.cache_misses(jitted) == 2
         for length in (20, 40):  # prompts of new sequences in the buckets of 32 and 64: their chunks were loaded
             prompt = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
             eager.set_kv_cache(batch_size=1, max_seq_length=LIMIT)
@@ -179,11 +186,7 @@ def test_a_second_process_that_fails_hands_nothing_back_and_each_call_compiles_w
         raise RuntimeError("a failure in the second process")
 
     monkeypatch.setattr(BucketedForward, "_compile_ahead", fails)
-    eager, jitted = eager_and_jitted()
-    with torch.inference_mode():
-        prefill_both(eager, jitted)
-        finish(ahead_of(jitted))
-        decode_both(eager, jitted, range(PROMPT, 40))
+    eager, jitted = generated_ahead(caplog, 40)
     assert_caches_hold_eagers(jitted, eager, 40)
     failed = [line for line in ahead_lines(caplog) if "ahead failed in the second process (exit status 1)" in line]
     assert len(failed) == 4, ahead_lines(caplog)  # the step and the chunk at 32 and 64, each tried once
@@ -192,12 +195,7 @@ def test_a_second_process_that_fails_hands_nothing_back_and_each_call_compiles_w
 
 @pytest.mark.executor_sets("torch_compile")
 def test_a_second_process_whose_entries_the_cache_cannot_store_stops_compiling_ahead(cache_on, caplog):
-    caplog.set_level(logging.INFO, logger="thunder_ext")
-    eager, jitted = eager_and_jitted()
-    with torch.inference_mode():
-        prefill_both(eager, jitted)
-        finish(ahead_of(jitted))
-        decode_both(eager, jitted, range(PROMPT, 20))
+    _, jitted = generated_ahead(caplog, 20)
     stopped = [line for line in ahead_lines(caplog) if "saved no entry to the compile cache" in line]
     assert len(stopped) == 1 and not ahead_of(jitted).queue and not ahead_of(jitted).handed_back, ahead_lines(caplog)
 
