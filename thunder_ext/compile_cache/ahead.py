@@ -98,7 +98,8 @@ class CompileAhead:
         elif self.child is not None and self.child.target == target:
             start = time.perf_counter()
             _, status, usage = os.wait4(self.child.pid, 0)
-            log.info("thunder_ext: waited %.1f s for the second process", time.perf_counter() - start)
+            log.info("thunder_ext: waited %.1f s for the second process compiling %s", time.perf_counter() - start,
+                     self._described(target))  # fmt: skip
             self._ended(status, usage)
         self.poll()
 
@@ -133,8 +134,8 @@ class CompileAhead:
         loaded = sum(load_new(f) for f in self._compiled)
         if loaded == 0:
             log.info("thunder_ext: compiled %s ahead in a second process, which saved no entry to the compile cache "
-                     "(its log says why where the cache is used in this process): no more is compiled ahead",
-                     self._described(child.target))  # fmt: skip
+                     "(it stores no region that thunder's torch.compile executor or nvFuser compiled): no more is "
+                     "compiled ahead", self._described(child.target))  # fmt: skip
             self.queue.clear()
             return
         self.handed_back.append(child.target)
