@@ -13,7 +13,7 @@ compiles, so an entry runs only for a call it was compiled for. The rules, each 
 3. **A child that fails hands nothing back**: the log says so, and its target compiles when its call comes. A
    child that compiled but handed nothing back (the cache stores no entry of a torch.compile executor's regions)
    stops the compiling ahead: the others would hand back nothing either.
-4. **Only where forking is sound**: Linux, no CUDA context in this process (a forked child cannot use one), and
+4. **Only where forking is sound**: Linux, no other Python thread, no CUDA context in this process (a forked child cannot use one), and
    the compile cache on for every function the child compiles (the entries come back through it).
 5. **The child is quiet**: its stdout and stderr go to ``/dev/null`` and its logging is off, it runs torch on one
    thread at a lower priority (``nice`` 10), and it is killed when its owner is closed or collected, or when this
@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable, Sequence
@@ -42,6 +43,8 @@ def unavailable(compiled: Sequence[Callable]) -> str | None:
     """Why the functions ``compiled`` cannot be compiled ahead here (rule 4), or None."""
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
         return f"forking a process is not sound on {sys.platform}"
+    if threading.active_count() > 1:  # a child would find their locks held, forever (a pytest-xdist worker's)
+        return "other Python threads run in this process, whose locks a forked process could find held"
     if torch.cuda.is_initialized():
         return "this process holds a CUDA context, which a forked process cannot use"
     if not all(cached(f) for f in compiled):
