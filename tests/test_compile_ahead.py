@@ -24,11 +24,15 @@ litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip inst
 from thunder_ext.compile_cache.ahead import CompileAhead
 from thunder_ext.integrations.growing_cache import BucketedForward
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(os, "fork") or threading.active_count() > 1,
-    reason="compiling ahead forks, which it refuses beside other threads (a pytest-xdist worker's): run this file "
-    "without -n (a child forked there hung on a lock of the worker's, 2026-11-27)",
-)
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="compiling ahead forks a process")
+
+
+@pytest.fixture(autouse=True)
+def single_threaded():
+    """Compiling ahead refuses to fork beside other threads (a pytest-xdist worker's: a child forked there hung on
+    a lock of the worker's, 2026-11-27); checked when the test runs, after the worker has started its threads."""
+    if threading.active_count() > 1:
+        pytest.skip("compiling ahead does not fork beside other threads: run this file without -n")
 
 LIMIT, MIN_CAPACITY, PROMPT = 64, 16, 3
 
