@@ -6,7 +6,11 @@ ahead of them (a path proven on one executor is not proven on another).
 """
 
 import os
+import re
+import subprocess
+import sys
 import tempfile
+import threading
 import warnings
 
 import pytest
@@ -24,6 +28,7 @@ pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "executor_sets(*names): run the test under these executor sets only")
+    config.addinivalue_line("markers", "single_threaded: run the test in a process of one Python thread")
     # Every test compiles afresh, and no run shares the compile cache with another or with the user's: the
     # cache is off, in a folder of this run's own; tests/test_compile_cache.py turns it on in fresh processes.
     os.environ["THUNDER_EXT_CACHE"] = "0"
@@ -48,6 +53,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A test marked ``single_threaded``, where this process runs other Python threads (a pytest-xdist worker's
+    execnet threads), runs in a fresh pytest process of its own instead, with this one's torch threads: a process
+    forked beside other threads can find their locks held forever (a worker hung so, 2026-11-27). Its outcome is
+    the fresh process's, which must run the test, not skip it."""
+    if pyfuncitem.get_closest_marker("single_threaded") is None or threading.active_count() == 1:
+        return None
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
+    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", pyfuncitem.nodeid]
+    done = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env=env, capture_output=True, text=True, check=False,
+                          timeout=900)  # fmt: skip
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    outcomes = {outcome: int(n) for n, outcome in re.findall(r"(\d+) (\w+)", summary)}
+    counted = {k: v for k, v in outcomes.items() if not k.startswith(("warning", "deselected"))}
+    if done.returncode != 0 or counted != {"passed": 1}:
+        pytest.fail(f"in a process of its own (rc {done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}")
+    return True
 
 
 @pytest.fixture(autouse=True)

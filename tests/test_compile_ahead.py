@@ -8,7 +8,6 @@ own (the suite runs with it off).
 import copy
 import logging
 import os
-import threading
 import time
 
 import pytest
@@ -22,17 +21,13 @@ import thunder_ext
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
 
 from thunder_ext.compile_cache.ahead import CompileAhead
+from thunder_ext.integrations import growing_cache
 from thunder_ext.integrations.growing_cache import BucketedForward
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="compiling ahead forks a process")
-
-
-@pytest.fixture(autouse=True)
-def single_threaded():
-    """Compiling ahead refuses to fork beside other threads (a pytest-xdist worker's: a child forked there hung on
-    a lock of the worker's, 2026-11-27); checked when the test runs, after the worker has started its threads."""
-    if threading.active_count() > 1:
-        pytest.skip("compiling ahead does not fork beside other threads: run this file without -n")
+# Compiling ahead forks, which it refuses beside other threads: under pytest-xdist each test runs in a fresh
+# process of one thread (tests/conftest.py).
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="compiling ahead forks a process"),
+              pytest.mark.single_threaded]  # fmt: skip
 
 LIMIT, MIN_CAPACITY, PROMPT = 64, 16, 3
 
@@ -64,7 +59,7 @@ def finish(ahead: CompileAhead) -> None:
         if ahead.child is None:
             ahead.poll()
         else:
-            ahead.wait_for(ahead.child.target)
+            ahead.wait_for(ahead.child.target, limit=600)
 
 
 def decode_both(eager, jitted, positions: range) -> None:
@@ -183,6 +178,30 @@ def test_a_growth_waits_for_the_second_process_compiling_its_step_and_a_call_not
     assert [(c.capacity, c.idx.shape) for c in queued] == [(32, (1, 4)), (64, (1, 8))]
     assert not ahead_of(jitted).queue
     ahead_of(jitted).close()
+
+
+@pytest.mark.executor_sets("defaults")
+def test_a_wait_past_its_limit_stops_the_second_process_and_the_call_compiles_here(cache_on, caplog, monkeypatch):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    monkeypatch.setattr(BucketedForward, "_compile_ahead", lambda self, call: time.sleep(600))  # a stuck child
+    monkeypatch.setattr(growing_cache, "WAIT_FLOOR_S", 1.0)
+    monkeypatch.setattr(growing_cache, "WAIT_FACTOR", 0)
+    eager, jitted = eager_and_jitted()
+    with torch.inference_mode():
+        prefill_both(eager, jitted)
+        child = ahead_of(jitted).child
+        decode_both(eager, jitted, range(PROMPT, 20))  # grows to 32, whose step the stuck child holds
+    assert_caches_hold_eagers(jitted, eager, 20)
+    stopped = [line for line in ahead_lines(caplog) if "its limit: stopped it" in line]
+    assert len(stopped) == 1 and "1 token x 1 sequence, KV cache of 32 positions" in stopped[0], ahead_lines(caplog)
+    with pytest.raises(ChildProcessError):  # killed and reaped
+        os.waitpid(child.pid, os.WNOHANG)
+    assert ahead_of(jitted).child is None and not ahead_of(jitted).queue
+    assert thunder.cache_misses(jitted) == 3  # the prompt's chunk, the steps at 16 and 32
+    with torch.inference_mode():  # nothing more is queued, or forked, at a new shape
+        prompt = torch.randint(0, VOCAB, (1, 40), generator=torch.Generator().manual_seed(2))
+        jitted(prompt, torch.arange(40))
+    assert ahead_of(jitted).child is None and not ahead_of(jitted).queue
 
 
 @pytest.mark.executor_sets("defaults")

@@ -9,7 +9,9 @@ compiles, so an entry runs only for a call it was compiled for. The rules, each 
 
 1. **One child at a time**, compiling the targets in the order they were added, each once.
 2. **A call waits for the child compiling its target** (the child started first, so it ends first); the targets
-   queued before it are passed over, and one not started yet is dropped: that call compiles it here.
+   queued before it are passed over, and one not started yet is dropped: that call compiles it here. **The wait is
+   bounded** by the caller's limit: a child still running then is killed, its call compiles here, and nothing more
+   is compiled ahead (a child that outlives any compilation's time is stuck, and the next one would be too).
 3. **A child that fails hands nothing back**: the log says so, and its target compiles when its call comes. A
    child that compiled but handed nothing back (the cache stores no entry of a torch.compile executor's regions)
    stops the compiling ahead: the others would hand back nothing either.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -43,6 +46,10 @@ def unavailable(compiled: Sequence[Callable]) -> str | None:
     """Why the functions ``compiled`` cannot be compiled ahead here (rule 4), or None."""
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
         return f"forking a process is not sound on {sys.platform}"
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return "this kernel cannot wait for a process with a limit (pidfd_open: Linux 5.3 and later)"
     if threading.active_count() > 1:  # a child would find their locks held, forever (a pytest-xdist worker's)
         return "other Python threads run in this process, whose locks a forked process could find held"
     if torch.cuda.is_initialized():
@@ -73,10 +80,13 @@ class CompileAhead:
         self.added: set[Hashable] = set()
         self.child: _Child | None = None
         self.handed_back: list[Hashable] = []  # the targets whose children ended well, in order
+        self.closed = False
         self._stop: weakref.finalize | None = None
 
     def add(self, targets: Sequence[Hashable]) -> None:
         """Queues each target not added before, and starts a child if none runs."""
+        if self.closed:
+            return
         for target in targets:
             if target not in self.added:
                 self.added.add(target)
@@ -93,21 +103,27 @@ class CompileAhead:
         if self.queue:
             self._fork(self.queue.pop(0))
 
-    def wait_for(self, target: Hashable) -> None:
-        """Before a call of ``target``: waits for the child compiling it (and takes its entries back), passes over
-        the targets queued before it, and drops it if no child has started it (rule 2)."""
+    def wait_for(self, target: Hashable, limit: float) -> None:
+        """Before a call of ``target``: waits at most ``limit`` seconds for the child compiling it (and takes its
+        entries back), passes over the targets queued before it, and drops it if no child has started it (rule 2)."""
         if target in self.queue:
             del self.queue[: self.queue.index(target) + 1]
         elif self.child is not None and self.child.target == target:
             start = time.perf_counter()
-            _, status, usage = os.wait4(self.child.pid, 0)
-            log.info("thunder_ext: waited %.1f s for the second process compiling %s", time.perf_counter() - start,
-                     self._described(target))  # fmt: skip
-            self._ended(status, usage)
+            ended = _wait(self.child.pid, limit)
+            waited = time.perf_counter() - start
+            if ended is None:
+                log.warning("thunder_ext: waited %.1f s for the second process compiling %s, its limit: stopped it; "
+                            "the call compiles here, and no more is compiled ahead", waited, self._described(target))  # fmt: skip
+                self.close()
+                return
+            log.info("thunder_ext: waited %.1f s for the second process compiling %s", waited, self._described(target))
+            self._ended(*ended)
         self.poll()
 
     def close(self) -> None:
-        """Kills the running child, if any, and queues nothing more."""
+        """Kills the running child, if any, and compiles nothing more."""
+        self.closed = True
         self.queue.clear()
         if self._stop is not None:
             self._stop()
@@ -139,11 +155,23 @@ class CompileAhead:
             log.info("thunder_ext: compiled %s ahead in a second process, which saved no entry to the compile cache "
                      "(it stores no region that thunder's torch.compile executor or nvFuser compiled): no more is "
                      "compiled ahead", self._described(child.target))  # fmt: skip
-            self.queue.clear()
+            self.close()
             return
         self.handed_back.append(child.target)
         log.info("thunder_ext: compiled %s ahead in a second process (%.1f s, %.1f s of CPU): %d entries loaded",
                  self._described(child.target), seconds, cpu, loaded)  # fmt: skip
+
+
+def _wait(pid: int, limit: float) -> tuple[int, object] | None:
+    """The exit status and resource usage of child ``pid`` once it ends, or None if it runs ``limit`` seconds more."""
+    fd = os.pidfd_open(pid)  # readable once the process ends
+    try:
+        if not select.select([fd], [], [], limit)[0]:
+            return None
+    finally:
+        os.close(fd)
+    _, status, usage = os.wait4(pid, 0)
+    return status, usage
 
 
 def _quiet() -> None:

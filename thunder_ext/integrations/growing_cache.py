@@ -39,7 +39,9 @@ The rules, each with its test in ``tests/test_growing_cache.py``:
    chunk at each: a second process compiles them ahead, one after another, while this one generates
    (``thunder_ext/compile_cache/ahead.py``, where forking is sound and the compile cache is on). A growth, or a
    prompt in a new length bucket, then loads its call instead of tracing it, or waits for the second process if
-   it is compiling that call. ``compile_ahead=False`` turns it off.
+   it is compiling that call: at most four times the longest compilation this process made, at least two
+   minutes, after which the second process is stopped and the call compiles here. ``compile_ahead=False`` turns
+   it off.
 """
 
 from __future__ import annotations
@@ -70,6 +72,11 @@ from thunder_ext.thunder026.compiled import compiled_module, refresh_thunder_mod
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 log = logging.getLogger(__name__)
+
+# A wait for the second process (rule 8) lasts at most this many times the longest compilation made here, and at
+# least WAIT_FLOOR_S: the same program at another capacity compiles in about the same time, and the first
+# compilation, which sets the bound, is the slowest (thunder's first call in a process pays for its own imports).
+WAIT_FACTOR, WAIT_FLOOR_S = 4, 120.0
 
 # A chunk is a bucket's eighth: a prompt that starts a sequence takes at most 8 calls, and pads less than one.
 CHUNKS_PER_CAPACITY = 8
@@ -291,6 +298,7 @@ class BucketedForward:
         self.grow = jit(_grow, **_options_of(model)) if self.compiled else copy_into_larger
         self.grew = False  # whether the last call grew the caches
         self.shapes_seen: set[tuple] = set()
+        self.longest_compile = 0.0  # seconds: rule 8's bound on a wait
         self.ahead = self._ahead() if compile_ahead and self.compiled else None
 
     def _ahead(self) -> CompileAhead | None:
@@ -321,7 +329,8 @@ class BucketedForward:
         if starts or last >= self.capacity:
             capacity = capacity_for(last + 1, self.min_capacity, self.gpt.max_seq_length)
             if self.ahead is not None and not lm_head_chunk_size:
-                self.ahead.wait_for(self._call_at(capacity, idx, input_pos, 1 if idx.shape[1] == 1 else None))
+                call = self._call_at(capacity, idx, input_pos, 1 if idx.shape[1] == 1 else None)
+                self.ahead.wait_for(call, limit=max(WAIT_FLOOR_S, WAIT_FACTOR * self.longest_compile))
             self._set_capacity(capacity, copy=not starts)
         if not self.compiled:
             return self.forward(idx, input_pos, input_pos_maxp1, lm_head_chunk_size)
@@ -443,6 +452,7 @@ class BucketedForward:
         result = call()
         seconds = time.perf_counter() - start
         if thunder.cache_misses(compiled) > misses:
+            self.longest_compile = max(self.longest_compile, seconds)
             log.info("thunder_ext: compiled %s for %s in %.1f s", name, bucket, seconds)
         elif loaded_calls(compiled) > loaded:
             log.info("thunder_ext: loaded %s for %s from the compile cache in %.1f s", name, bucket, seconds)
