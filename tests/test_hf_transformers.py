@@ -173,13 +173,15 @@ def test_jit_of_an_hf_model_says_generate_runs_it_uncompiled_once_and_that_it_ha
 
 @pytest.mark.executor_sets("defaults")  # nothing compiled
 @pytest.mark.parametrize("name", MODELS)  # Llama's config names no layer kinds (one mask), Qwen2's does (a dict)
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])  # a bool mask; 0 and the dtype's least value
 @pytest.mark.parametrize(
     "batch, padded, start, queries",
     [(1, 0, 0, 6), (1, 0, 6, 1), (2, 3, 0, 7), (2, 3, 7, 1), (1, 0, 0, 8), (2, 0, 10, 1)],
     ids=["prefill", "decode", "padded-prefill", "padded-decode", "prefill-of-a-whole-bucket", "decode-that-grows"],
 )
-def test_the_growing_caches_masks_are_hfs(name, batch, padded, start, queries):
+def test_the_growing_caches_masks_are_hfs(name, attention, batch, padded, start, queries):
     config = model(name).config
+    config._attn_implementation = attention
 
     def masks(make):
         cache = GrowingStaticCache(config, 64, max_batch_size=batch, min_capacity=8)

@@ -23,6 +23,12 @@ The rules, each with its test in ``tests/test_hf_transformers.py``:
    is resized or written.
 5. **Its mask is HF's.** Where the extension sees the model, ``generate`` builds the growing cache's attention
    mask by broadcasting (``masks_for_generate``), equal to the one HF builds with ``torch.vmap``.
+6. **Sliding windows.** A sliding-window layer grows up to its window, then writes circularly, as litgpt's cache
+   does: position ``p`` in slot ``p % window``. A call of one token writes its slot and attends the window as it
+   stands; a call of several attends the window as it stood, then its own tokens (a token can need one that a later
+   token of the call overwrites), and writes the last of them. Its mask follows each slot's position, so only
+   ``masks_for_generate`` builds it (for ``sdpa`` and ``eager`` attention); HF's own mask functions, which read the
+   slots as consecutive positions, get an error that says so.
 
 Only growth needs the positions' values, so it needs them on the host: a model called directly, or traced by
 ``thunder.jit`` with its mask built inside, calls ``reserve(cache_position)`` first.
@@ -57,13 +63,20 @@ LAZY_LAYERS = hasattr(StaticLayer, "lazy_initialization")
 
 
 class GrowingLayer(StaticLayer):
-    """A ``StaticLayer`` whose buffers hold ``capacity`` of its ``max_cache_len`` positions."""
+    """A ``StaticLayer`` whose buffers hold ``capacity`` of its ``max_cache_len`` positions; with a ``window``, at
+    most ``window`` of them, written circularly (rule 6)."""
 
-    def __init__(self, max_cache_len: int, *args: Any, min_capacity: int = MIN_CAPACITY, **kwargs: Any) -> None:
-        # ``StaticLayer``'s arguments (4.55's ``sliding_window`` is ignored, as ``StaticCache`` ignores it)
-        self.min_capacity, self.pending = min_capacity, min(min_capacity, max_cache_len)
+    def __init__(self, max_cache_len: int, *args: Any, min_capacity: int = MIN_CAPACITY, window: int | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
+        # ``StaticLayer``'s arguments (4.55's ``sliding_window`` is HF's for every layer: ``window`` is this one's)
+        self.min_capacity, self.window, self.is_sliding = min_capacity, window, window is not None
+        self.pending = self.slots(min(min_capacity, max_cache_len))
         super().__init__(self.pending, *args, **kwargs)  # 4.55 allocates a bucket here, a lazy layer later
         self.max_cache_len = max_cache_len  # the limit, as HF reads it; the buffers hold ``capacity``
+
+    def slots(self, capacity: int) -> int:
+        """The positions the buffers hold for a bucket of ``capacity``: at most the window."""
+        return capacity if self.window is None else min(capacity, self.window)
 
     @property
     def capacity(self) -> int:
@@ -81,10 +94,39 @@ class GrowingLayer(StaticLayer):
         return self.capacity  # the buffers' length, which ``generate`` gives the attention mask
 
     def get_mask_sizes(self, cache_position: torch.Tensor) -> tuple[int, int]:
+        if self.window is not None:
+            raise NotImplementedError(
+                "thunder_ext.GrowingStaticCache: a sliding-window layer writes its positions circularly, which HF's "
+                "attention masks do not describe: call the model through generate(), which builds the mask with "
+                "thunder_ext (sdpa or eager attention), or pass HF's StaticCache"
+            )
         return self.capacity, 0
 
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
+               cache_kwargs: dict[str, Any] | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """``StaticLayer.update``; in a sliding-window layer, the circular write of rule 6."""
+        if self.window is None:
+            return super().update(key_states, value_states, cache_kwargs)
+        if self.keys is None:  # a lazy layer's first write
+            self.lazy_initialization(key_states)
+        positions = cache_kwargs["cache_position"]
+        key_states, value_states = key_states.to(self.keys.dtype), value_states.to(self.values.dtype)
+        if positions.shape[0] == 1:
+            slot = positions % self.window
+            self.keys.index_copy_(2, slot, key_states)
+            self.values.index_copy_(2, slot, value_states)
+            return self.keys, self.values
+        keys, values = torch.cat((self.keys, key_states), dim=2), torch.cat((self.values, value_states), dim=2)
+        kept = min(positions.shape[0], self.keys.shape[2])  # the window's worth: each to a slot of its own
+        slots = positions[-kept:] % self.window
+        self.keys.index_copy_(2, slots, key_states[:, :, -kept:])
+        self.values.index_copy_(2, slots, value_states[:, :, -kept:])
+        return keys, values
+
     def resize(self, capacity: int, *, copy: bool) -> None:
-        """Buffers of ``capacity`` positions, zeros past the first ``capacity`` ones copied if ``copy``."""
+        """Buffers for a bucket of ``capacity`` positions (at most the window), zeros past the first ones, which are
+        copied if ``copy``."""
+        capacity = self.slots(capacity)
         if capacity == self.capacity:
             return
         if self.keys is None:  # a lazy layer not written yet: it will allocate this bucket
@@ -119,20 +161,18 @@ class GrowingStaticCache(StaticCache):
         checked_min_capacity("thunder_ext.GrowingStaticCache", min_capacity)
         text = config.get_text_config(decoder=True)
         limit = text.max_position_embeddings if max_cache_len is None else max_cache_len
-        kinds = set(getattr(text, "layer_types", None) or ())
-        if not hasattr(text, "layer_types"):  # as HF infers them: all sliding, all chunked, or all full
-            windowed = getattr(text, "sliding_window", None) is not None or getattr(text, "attention_chunk_size", None)
-            kinds = {"sliding or chunked attention"} if windowed else set()
-        if kinds - {"full_attention"}:
+        kinds = layer_kinds(text)
+        if set(kinds) - {"full_attention", "sliding_attention"}:
             raise ValueError(
-                "thunder_ext.GrowingStaticCache holds full-attention layers only; this model has "
-                f"{sorted(kinds - {'full_attention'})} layers: pass HF's StaticCache instead"
+                "thunder_ext.GrowingStaticCache holds full-attention and sliding-window layers; this model has "
+                f"{sorted(set(kinds) - {'full_attention', 'sliding_attention'})} layers: pass HF's StaticCache instead"
             )
+        layer = functools.partial(GrowingLayer, min_capacity=min_capacity)
+        windows = [text.sliding_window if kind == "sliding_attention" else None for kind in kinds]
         if LAZY_LAYERS:
-            layers = [GrowingLayer(limit, min_capacity=min_capacity) for _ in range(text.num_hidden_layers)]
-            Cache.__init__(self, layers=layers)
+            Cache.__init__(self, layers=[layer(limit, window=w) for w in windows])
         else:
-            Cache.__init__(self, functools.partial(GrowingLayer, min_capacity=min_capacity), config=config,
+            Cache.__init__(self, [functools.partial(layer, window=w) for w in windows], config=config,
                            max_batch_size=max_batch_size, max_cache_len=limit, **kwargs)  # fmt: skip
 
     def get_mask_sizes(self, cache_position: torch.Tensor, layer_idx: int) -> tuple[int, int]:
@@ -158,12 +198,24 @@ class GrowingStaticCache(StaticCache):
                 layer.resize(capacity_for(high + 1, layer.min_capacity, limit), copy=not starts)
 
 
+def layer_kinds(text: PretrainedConfig) -> list[str]:
+    """Each layer's kind of attention, as HF infers it where the config names none: all sliding, all chunked, or all
+    full."""
+    if getattr(text, "layer_types", None):
+        return list(text.layer_types)
+    if getattr(text, "sliding_window", None) is not None:
+        kind = "sliding_attention"
+    else:
+        kind = "chunked_attention" if getattr(text, "attention_chunk_size", None) else "full_attention"
+    return [kind] * text.num_hidden_layers
+
+
 def use_growing_cache_by_default(model: object) -> None:
     """``model.generate()`` makes a ``GrowingStaticCache`` where it would have made HF's default ``DynamicCache``,
     which no entry point of thunder 0.2.6 can compile (the module's docstring): when the call passes no cache,
     names no cache implementation, and the model's configuration names none either; and builds that cache's mask
-    by broadcasting (``masks_for_generate``). Anything that is not an HF model able to use a static cache is left
-    as it is.
+    by broadcasting (``masks_for_generate``). Anything that is not an HF model whose default is a dynamic cache is
+    left as it is.
 
     transformers decides the default in ``GenerationMixin._prepare_cache_for_generation``, with no setting that a
     cache passed to ``generate`` would not then contradict ("passing both ``cache_implementation`` and
@@ -174,7 +226,9 @@ def use_growing_cache_by_default(model: object) -> None:
     """
     if not isinstance(model, GenerationMixin) or "_prepare_cache_for_generation" in vars(model):
         return
-    if not (model._supports_default_dynamic_cache() and model._can_compile_fullgraph):
+    # not ``_can_compile_fullgraph``: HF's policy for torch.compile's whole graphs (MoE routing breaks them), which
+    # neither a static cache nor thunderfx, whose splitter runs what thunder cannot take in PyTorch, needs
+    if not model._supports_default_dynamic_cache():
         return
     prepare = model._prepare_cache_for_generation
 
@@ -208,23 +262,52 @@ def masks_for_generate(make_masks: Callable, config: PretrainedConfig, input_emb
                        attention_mask: torch.Tensor | None, cache_position: torch.Tensor, past_key_values: Cache | None,
                        position_ids: torch.Tensor | None = None, **kwargs: Any) -> Any:  # fmt: skip
     """``generate``'s attention masks (``create_masks_for_generate``, which a model may define as its own) for a
-    ``GrowingStaticCache``, equal to HF's: the causal mask over the cache's capacity and the 2D padding mask, as
-    ``sdpa`` takes it (a bool tensor, batch x 1 x queries x capacity). HF builds it each
+    ``GrowingStaticCache``, as ``sdpa`` takes them (bool, batch x 1 x queries x keys) or ``eager`` (0 and the dtype's
+    least value): each key attended where HF's mask attends its position (``attended``). HF builds its mask each
     step with ``torch.vmap`` over every position, milliseconds a token (docs/benchmarks.md); this broadcasts. Any
-    other cache, attention or mask is ``make_masks``'s."""
+    other cache, attention or mask is ``make_masks``'s, but a sliding-window layer's, which only this describes."""
     text = config.get_text_config()
     overlaid = kwargs.get("or_mask_function") or kwargs.get("and_mask_function") or kwargs.get("token_type_ids") is not None
-    if (not isinstance(past_key_values, GrowingStaticCache) or attention_mask is None or attention_mask.ndim != 2
-            or text._attn_implementation != "sdpa" or overlaid):  # fmt: skip
+    if not isinstance(past_key_values, GrowingStaticCache) or attention_mask is None or attention_mask.ndim != 2:
         return make_masks(config, input_embeds, attention_mask, cache_position, past_key_values, position_ids, **kwargs)
-    kv_length, _ = past_key_values.get_mask_sizes(cache_position, 0)  # where the cache grows
-    padding = attention_mask[:, :kv_length].bool()
-    padding = torch.nn.functional.pad(padding, (0, kv_length - padding.shape[-1]))  # positions not written: False
-    # HF lets SDPA's is_causal stand for the mask only where the cache is not compileable: never here
-    causal = torch.arange(kv_length, device=cache_position.device) <= cache_position[:, None]
-    mask = causal[None, None] & padding[:, None, None, :]
-    # one mask per kind of layer where the config names them, as HF returns them; a growing cache has one kind
-    return {kind: mask for kind in set(text.layer_types)} if hasattr(text, "layer_types") else mask
+    if text._attn_implementation not in ("sdpa", "eager") or overlaid:
+        if any(layer.is_sliding for layer in past_key_values.layers):
+            raise NotImplementedError(
+                "thunder_ext.GrowingStaticCache: generate() builds the mask of a sliding-window layer, which writes "
+                "its positions circularly, for sdpa and eager attention without an overlaid mask; this model has "
+                f"{text._attn_implementation} attention{' and an overlaid mask' if overlaid else ''}: pass HF's "
+                "StaticCache"
+            )
+        return make_masks(config, input_embeds, attention_mask, cache_position, past_key_values, position_ids, **kwargs)
+    past_key_values.reserve(cache_position)  # where the cache grows
+    kinds = layer_kinds(text)
+    masks = {kind: attended(past_key_values.layers[kinds.index(kind)], cache_position, attention_mask.bool())
+             for kind in set(kinds)}  # fmt: skip
+    if text._attn_implementation == "eager":  # as HF's eager_mask makes it from the bool one
+        least = torch.finfo(input_embeds.dtype).min
+        zero = torch.tensor(0.0, device=cache_position.device, dtype=input_embeds.dtype)
+        masks = {kind: torch.where(mask, zero, least) for kind, mask in masks.items()}
+    # one mask per kind of layer where the config names them, as HF returns them
+    return masks if hasattr(text, "layer_types") else masks[kinds[0]]
+
+
+def attended(layer: GrowingLayer, cache_position: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+    """Which keys each query of a call at ``cache_position`` attends (batch x 1 x queries x keys) in ``layer``, its
+    sequences' tokens ``padding`` (batch x positions; False where padded): a key whose position is written, not
+    padded, not after the query, and, in a sliding-window layer, inside its window. The keys are the layer's slots,
+    then, in a call of several tokens to a sliding-window layer, the call's own (rule 6)."""
+    keys = torch.arange(layer.capacity, device=cache_position.device)  # a slot's position: its own while not wrapped
+    queries = cache_position[:, None]
+    if layer.window is not None:
+        several = cache_position.shape[0] > 1
+        last = cache_position[:1] - int(several)  # the last position the slots hold as the call reads them
+        keys = last - (last - keys) % layer.window  # the latest position at or before it in each slot (< 0: none)
+        keys = torch.cat((keys, cache_position)) if several else keys
+    # (HF lets SDPA's is_causal stand for the causal part only where the cache is not compileable: never here)
+    mask = (keys >= 0) & (keys <= queries)
+    if layer.window is not None:
+        mask &= keys > queries - layer.window
+    return mask[None, None] & padding[:, keys.clamp(0, padding.shape[1] - 1)][:, None, None, :]
 
 
 def refuse_dynamic_cache(*args: Any, **kwargs: Any) -> None:
@@ -281,5 +364,12 @@ class HFTransformersRecipe(HFTransformers):
 
     def apply(self, model: torch.nn.Module) -> torch.nn.Module:
         use_growing_cache_by_default(model)
-        return super().apply(model)
+        compiled = super().apply(model)
+        if isinstance(model, GenerationMixin):
+            # ``generate`` makes the attention mask, and from it the cache's masks (``masks_for_generate``), only for
+            # a forward whose signature names ``attention_mask``; a ThunderModule's takes ``*args, **kwargs``, so the
+            # model made its masks inside the compiled forward, where a sliding-window layer's would be HF's
+            forward = compiled.forward
+            compiled.forward = functools.wraps(model.forward)(lambda *args, **kwargs: forward(*args, **kwargs))
+        return compiled
 
