@@ -27,23 +27,23 @@ WIDTH = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_k
              vocab_size=128, max_position_embeddings=64, num_hidden_layers=3, pad_token_id=0)  # fmt: skip
 WINDOW, PROMPT, NEW_TOKENS = 8, 12, 21
 SLIDING = ["sliding_attention", "full_attention", "sliding_attention"]
-EXPERTS = dict(num_local_experts=4, num_experts_per_tok=2)
+SLIDING_WINDOWS = {"sliding_window": WINDOW, "layer_types": SLIDING}
+EXPERTS = {"num_local_experts": 4, "num_experts_per_tok": 2}
 
 FAMILIES = {
     "llama": ("LlamaForCausalLM", "LlamaConfig", {}),
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config", {}),
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config", {}),
     "gemma": ("GemmaForCausalLM", "GemmaConfig", {}),
-    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", dict(sliding_window=WINDOW, layer_types=SLIDING)),
+    "gemma2": ("Gemma2ForCausalLM", "Gemma2Config", SLIDING_WINDOWS),
     # Gemma-2 as HF advises running it: eager attention, which takes the mask as 0 and the dtype's least value
-    "gemma2_eager": ("Gemma2ForCausalLM", "Gemma2Config", dict(sliding_window=WINDOW, layer_types=SLIDING,
-                                                              attn_implementation="eager")),  # fmt: skip
-    "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig", dict(sliding_window=WINDOW, layer_types=SLIDING)),
+    "gemma2_eager": ("Gemma2ForCausalLM", "Gemma2Config", {**SLIDING_WINDOWS, "attn_implementation": "eager"}),
+    "gemma3": ("Gemma3ForCausalLM", "Gemma3TextConfig", SLIDING_WINDOWS),
     "mistral": ("MistralForCausalLM", "MistralConfig", dict(sliding_window=WINDOW)),
     "phi3": ("Phi3ForCausalLM", "Phi3Config", {}),
     "mixtral": ("MixtralForCausalLM", "MixtralConfig", EXPERTS),
-    "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig", dict(num_experts=4, num_experts_per_tok=2,
-                                                                moe_intermediate_size=64)),  # fmt: skip
+    "qwen3_moe": ("Qwen3MoeForCausalLM", "Qwen3MoeConfig", {"num_experts": 4, "num_experts_per_tok": 2,
+                                                            "moe_intermediate_size": 64}),
 }
 
 
