@@ -34,6 +34,7 @@ from thunder_ext.benchmarks import (
     hf_generate,
     kv_cache_write,
     kv_idioms,
+    moe_decode,
     prefill,
     requires_grad,
     warm_start,
@@ -57,6 +58,7 @@ CASES = {
     "requires_grad": requires_grad,
     "entry_points": entry_points,
     "warm_start": warm_start,
+    "moe_decode": moe_decode,
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import types
 from collections.abc import Callable
 
+from thunder.core.compile_data import get_compile_data
 from thunder.core.interpreter import _interpret_call
 from thunder.core.jit_ext import _general_jit_lookaside_map
 
@@ -27,11 +28,17 @@ def _same_code(fn: types.FunctionType) -> types.FunctionType:
     return copy
 
 
-def interpret_instead(original: types.FunctionType, substitute: Callable) -> None:
-    """In the extension's compilations, interpret ``substitute`` wherever ``original`` is called (module docstring)."""
+def interpret_instead(original: types.FunctionType, substitute: Callable, *,
+                      differentiated: Callable | None = None) -> None:  # fmt: skip
+    """In the extension's compilations, interpret ``substitute`` wherever ``original`` is called (module docstring);
+    ``differentiated``, if given, where the call is traced with grad enabled (thunder's own record of the mode,
+    which follows the traced code's ``no_grad``; a compilation's entries are kept by that mode)."""
     as_thunder_does = _same_code(original)
 
     def lookaside(*args, **kwargs):
-        return _interpret_call(substitute if compiling_with_extension() else as_thunder_does, *args, **kwargs)
+        if not compiling_with_extension():
+            return _interpret_call(as_thunder_does, *args, **kwargs)
+        grad = differentiated is not None and get_compile_data().is_grad_enabled
+        return _interpret_call(differentiated if grad else substitute, *args, **kwargs)
 
     _general_jit_lookaside_map[original] = lookaside
