@@ -98,7 +98,7 @@ def test_a_familys_generate_with_its_default_cache_gives_eagers_tokens_and_write
     assert isinstance(cache, GrowingStaticCache)
     writes = [d for d in thunder_ext.inplace_decisions(compiled) if ".index_copy_(2, " in d.source]
     assert writes and all(d.how != "copy" for d in writes), writes
-    kinds = getattr(eager.config, "layer_types", None) or ["full_attention"] * WIDTH["num_hidden_layers"]
-    if FAMILIES[family][2].get("sliding_window") and not FAMILIES[family][2].get("layer_types"):
-        kinds = ["sliding_attention"] * WIDTH["num_hidden_layers"]
+    extra = FAMILIES[family][2]  # the layers' kinds as the table gives them: every layer sliding where none are named
+    layers = WIDTH["num_hidden_layers"]
+    kinds = extra.get("layer_types") or ["sliding_attention" if "sliding_window" in extra else "full_attention"] * layers
     assert [layer.capacity for layer in cache.layers] == [WINDOW if k == "sliding_attention" else 32 for k in kinds]

@@ -2,7 +2,8 @@
 
 A family is the set of litgpt's configs that agree on every switch that changes the traced program (``FAMILY``:
 the MLP and norm classes, the residual's form, multi-head, grouped or multi-query attention, sliding windows on
-all layers or some, softcapping, partial rotary, qk norm, post norms, biases, rope adjustments, experts). The
+all layers or some, softcapping, partial rotary, qk norm, post norms, biases, rope adjustments, experts, shared
+experts, latent attention). The
 families are computed from litgpt's configs when the tests are collected, so a family a new litgpt adds runs here
 without an edit, and one that breaks is a failing test. Each is run by its first config, shrunk: 2 layers (3 where
 some layers slide: sliding, global, sliding), 64 wide, windows of 16 positions, 4 experts of which 2 per token.
@@ -67,12 +68,16 @@ FAMILY = {
 }
 
 
+def switches(config: litgpt.Config) -> tuple:
+    return tuple(switch(config) for switch in FAMILY.values())
+
+
 def families() -> dict[tuple, str]:
     """Each family's switches, and the name of its first config in litgpt's list."""
     found: dict[tuple, str] = {}
     for entry in litgpt.config.configs:
         config = litgpt.Config(**entry)
-        found.setdefault(tuple(switch(config) for switch in FAMILY.values()), config.name)
+        found.setdefault(switches(config), config.name)
     return found
 
 
@@ -99,7 +104,7 @@ def shrunk(name: str) -> litgpt.Config:
         if config.moe_intermediate_size:
             overrides.update(moe_intermediate_size=64)
     shrunk = dataclasses.replace(config, **overrides)
-    assert tuple(switch(shrunk) for switch in FAMILY.values()) == tuple(s(config) for s in FAMILY.values())
+    assert switches(shrunk) == switches(config)
     return shrunk
 
 

@@ -21,6 +21,7 @@ Experts with biases (``config.bias``) take the dense form everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
 import torch
@@ -42,22 +43,36 @@ def _router(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return probs, indices
 
 
-def routed_densely(self, x: torch.Tensor) -> torch.Tensor:
-    """``LLaMAMoE.forward`` (litgpt 0.5.13) with static shapes: ``self`` is the ``LLaMAMoE``."""
+def _with_router(self, x: torch.Tensor, experts: Callable) -> torch.Tensor:
+    """``LLaMAMoE.forward`` (litgpt 0.5.13) around ``experts(self, x, probs, indices)``, which adds up the routed
+    experts' outputs: ``self`` is the ``LLaMAMoE``."""
     B, T, C = x.size()
-    residual_x = x
-    x = x.view(-1, C)  # (B*T, C)
-    probs, indices = _router(self, x)
+    flat = x.view(-1, C)  # (B*T, C)
+    probs, indices = _router(self, flat)
+    y = experts(self, flat, probs, indices).view(B, T, C)
+    if self.config.n_shared_expert:
+        y = y + self.shared_experts(x)
+    return y
+
+
+def _dense_experts(self, x: torch.Tensor, probs: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
     # each token's weight for each expert: its routing probability where routed, else zero (topk's indices differ)
     routed = indices.unsqueeze(-1) == torch.arange(self.config.n_expert, device=x.device)  # (B*T, k, n_expert)
     weights = (probs.unsqueeze(-1) * routed).sum(dim=1)  # (B*T, n_expert)
     y = torch.zeros_like(x)
     for e, expert in enumerate(self.experts):
         y = y + weights[:, e, None] * expert(x)
-    y = y.view(B, T, C)
-    if self.config.n_shared_expert:
-        y = y + self.shared_experts(residual_x)
     return y
+
+
+def _routed_experts(self, x: torch.Tensor, probs: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    weights = [[getattr(expert, name).weight for expert in self.experts] for name in ("fc_1", "fc_2", "proj")]
+    return routed_experts_op(x, probs, indices, *weights)
+
+
+def routed_densely(self, x: torch.Tensor) -> torch.Tensor:
+    """``LLaMAMoE.forward`` with static shapes: every expert on every token."""
+    return _with_router(self, x, _dense_experts)
 
 
 def routed_experts(x: torch.Tensor, probs: torch.Tensor, indices: torch.Tensor, fc_1: list[torch.Tensor],
@@ -82,18 +97,8 @@ routed_experts_op = torch_ex.register_operator(
 
 
 def routed(self, x: torch.Tensor) -> torch.Tensor:
-    """``LLaMAMoE.forward`` (litgpt 0.5.13) where nothing is differentiated: the experts' loop as one operator."""
-    if self.config.bias:
-        return routed_densely(self, x)
-    B, T, C = x.size()
-    residual_x = x
-    x = x.view(-1, C)  # (B*T, C)
-    probs, indices = _router(self, x)
-    weights = [[getattr(expert, name).weight for expert in self.experts] for name in ("fc_1", "fc_2", "proj")]
-    y = routed_experts_op(x, probs, indices, *weights).view(B, T, C)
-    if self.config.n_shared_expert:
-        y = y + self.shared_experts(residual_x)
-    return y
+    """``LLaMAMoE.forward`` where nothing is differentiated: the experts' loop as one operator."""
+    return _with_router(self, x, _dense_experts if self.config.bias else _routed_experts)
 
 
 def substitute_in(model: ModuleType) -> None:
