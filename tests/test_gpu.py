@@ -273,3 +273,47 @@ def test_cuda_graphs_over_the_growing_cache_decode_eagers_tokens_across_generate
             prompt = torch.randint(0, 96, (length,), device="cuda")
             expected = generate(eager, prompt, length + 12, temperature=0.0, include_prompt=False)
             assert torch.equal(generate(graphed, prompt, length + 12, temperature=0.0, include_prompt=False), expected)
+
+
+# Differentiated writes through views (tests/test_view_write_gradients.py), on the GPU: the scatters they become
+# run in nvFuser's regions or on the PyTorch executor, forward and backward.
+
+from test_view_write_gradients import PROGRAMS, assert_gradients_match_eager, check_training_steps  # noqa: E402
+
+ON_CUDA = [p for p in PROGRAMS if p[0].__name__ != "into_a_base_that_needs_no_grad"]  # it makes its base on the CPU
+
+
+@pytest.mark.parametrize("fn, make_args, requires_grad", ON_CUDA, ids=[p[0].__name__ for p in ON_CUDA])
+def test_a_differentiated_write_through_a_view_gets_eagers_gradient(fn, make_args, requires_grad, executors):
+    torch.manual_seed(0)
+    args = [a.cuda().requires_grad_(flag) if flag else a.cuda() for a, flag in zip(make_args(), requires_grad)]
+    assert_gradients_match_eager(fn, *args, compile=lambda f: thunder_ext.jit(f, executors=executors))
+
+
+def test_a_training_step_through_views_matches_eager_for_three_steps(executors):
+    check_training_steps(lambda m: thunder_ext.jit(m, executors=executors), device="cuda")
+
+
+# Every litgpt family (tests/test_litgpt_families.py) and HF family (tests/test_hf_families.py) through its
+# generate with the growing cache, on the GPU: with nvFuser where it loads (HF's entry points pick their executors).
+
+from test_hf_families import CASES as HF_CASES  # noqa: E402
+from test_hf_families import check_family as check_hf_family  # noqa: E402
+from test_litgpt_families import FAMILIES, family_id  # noqa: E402
+from test_litgpt_families import check_family as check_litgpt_family  # noqa: E402
+
+WITH_NVFUSER = pytest.mark.skipif(not NVFUSER, reason=WHY_NOT_NVFUSER)
+
+
+@WITH_NVFUSER
+@pytest.mark.parametrize("name", list(FAMILIES.values()), ids=[family_id(s) for s in FAMILIES])
+def test_a_litgpt_familys_generate_with_a_growing_cache(name):
+    check_litgpt_family(name, device="cuda", executors=list(thunder.get_default_executors()))
+
+
+@WITH_NVFUSER
+@pytest.mark.executor_sets("defaults")
+@pytest.mark.parametrize("family, entry", HF_CASES)
+def test_an_hf_familys_generate_with_its_default_cache(family, entry):
+    torch._dynamo.reset()
+    check_hf_family(family, entry, device="cuda")

@@ -88,8 +88,13 @@ CASES = [pytest.param(family, entry, marks=ROUTING_UNTRACEABLE if entry == "reci
 @pytest.mark.executor_sets("defaults")  # each entry point picks its executors: thunderfx thunder's, the recipe its own
 @pytest.mark.parametrize("family, entry", CASES)
 def test_a_familys_generate_with_its_default_cache_gives_eagers_tokens_and_writes_in_place(family, entry):
-    eager = model(family)
-    ids = torch.randint(0, WIDTH["vocab_size"], (1, PROMPT), generator=torch.Generator().manual_seed(1))
+    check_family(family, entry)
+
+
+def check_family(family: str, entry: str, *, device: str = "cpu") -> None:
+    """The test above on ``device`` (tests/test_gpu.py runs it on CUDA)."""
+    eager = model(family).to(device)
+    ids = torch.randint(0, WIDTH["vocab_size"], (1, PROMPT), generator=torch.Generator().manual_seed(1)).to(device)
     expected = greedy(eager, ids)
     generating, compiled = ENTRY_POINTS[entry](copy.deepcopy(eager))
     out = greedy(generating, ids)

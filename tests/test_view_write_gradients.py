@@ -339,14 +339,20 @@ class ScaledHalves(torch.nn.Module):
 
 @pytest.mark.parametrize("entry", ["jit", "plugin-thunder.jit", "backend"])
 def test_a_training_step_through_views_matches_eager_for_three_steps(entry):
+    check_training_steps(ENTRY_POINTS[entry])
+
+
+def check_training_steps(compile, device: str = "cpu") -> None:
+    """Three Adam steps of ``ScaledHalves`` on ``device``, compiled by ``compile``: outputs, gradients, parameters
+    and optimizer state equal eager's (tests/test_gpu.py runs it on CUDA)."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    eager = ScaledHalves()
+    eager = ScaledHalves().to(device)
     twin = copy.deepcopy(eager)
-    compiled = ENTRY_POINTS[entry](twin)
+    compiled = compile(twin)
     optimizers = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (eager, twin)]
     for _ in range(3):
-        x = torch.randn(5, 6)
+        x = torch.randn(5, 6, device=device)
         want, got = eager(x), compiled(x)
         assert_close(got, want)
         for y, optimizer in zip((want, got), optimizers):
