@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check (docs/gpu.md): everything the CUDA machine should show, in one call of limited time. Side by side,
 # each under the same deadline:
-#   - first, scripts/gpu_probe.py (what nvFuser returns as a view of its input), into log.txt;
+#   - first, scripts/gpu_probe.py (how nvFuser writes an alias output into a transposed or sliced input), into log.txt;
 #   - tests/test_gpu.py, with nvFuser where it loads and with the PyTorch executor, under both executor sets, and
 #     the fuzzer's programs found on CUDA (test_regression_on_cuda);
 #   - thunder's own litgpt KV-cache variants on CUDA, with --thunder-ext;
@@ -18,7 +18,8 @@
 # ".gpu-kit":  bash scripts/gpu_check.sh
 # GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run; results go to $OUT (else /tmp/gpu-check).
 # GPU_CHECK_STEPS picks steps (default "probe tests thunder-suite adam generate fuzz"; also "compile-profile":
-# scripts/gpu_compile_profile.py); GPU_CHECK_WORKERS the test step's pytest workers (4); GPU_CHECK_GENERATE the generate runs, "MODEL LENGTH RUNNERS" separated by ";".
+# scripts/gpu_compile_profile.py); GPU_CHECK_WORKERS the test step's pytest workers (4); GPU_CHECK_K a -k expression
+# choosing its tests (all by default); GPU_CHECK_GENERATE the generate runs, "MODEL LENGTH RUNNERS" separated by ";".
 # For a dry run on a CPU machine: GPU_CHECK_DEVICE=cpu GPU_CHECK_PYTHON=.venv/bin/python (no kit, no install).
 
 set -u
@@ -74,7 +75,7 @@ run() {  # run NAME LOG CMD...: in the background, stopped at the deadline (SIGI
 # -v: each test's outcome is in the log as it ends, for a run stopped before pytest's summary (one was)
 want tests && run "tests/test_gpu.py" "$R/test_gpu.log" "${PY[@]}" -m pytest tests/test_gpu.py \
     tests/test_fuzz_against_eager.py::test_regression_on_cuda -v -rfEs -p no:cacheprovider \
-    -n "${GPU_CHECK_WORKERS:-4}" "${TIMEOUT_FLAGS[@]}" --junitxml="$R/test_gpu.xml"
+    -n "${GPU_CHECK_WORKERS:-4}" "${TIMEOUT_FLAGS[@]}" --junitxml="$R/test_gpu.xml" ${GPU_CHECK_K:+-k "$GPU_CHECK_K"}
 # from /tmp, so that this project's pytest settings do not apply (docs/thunder_suites.md)
 want thunder-suite && run "thunder's litgpt KV-cache variants" "$R/thunder_suite.log" bash -c 'cd /tmp &&
         echo "== thunder.tests.test_jit_general -k \"litgpt_variants_kvcache and cuda\" --thunder-ext"
@@ -95,7 +96,7 @@ FUZZ_K="test_random_inplace_programs_match_eager and not fake"
 # the fuzzer saves what fails into tests/fuzz_regressions/cuda: in a copy of the tree, so that the test run above,
 # collecting that folder on several workers, does not see it change (it did: "Different tests were collected")
 FUZZ_TREE=/tmp/gpu-check-fuzz-tree
-rm -rf "$FUZZ_TREE" && mkdir -p "$FUZZ_TREE" && cp -r tests pyproject.toml "$FUZZ_TREE"/
+rm -rf "$FUZZ_TREE" && mkdir -p "$FUZZ_TREE" && cp -rp tests pyproject.toml "$FUZZ_TREE"/  # -p: only new files are newer
 want fuzz && for seed in 1 3; do  # 3: inputs that require grad
     run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" nice -n 15 env -C "$FUZZ_TREE" THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
         THUNDER_EXT_FUZZ_EXAMPLES=100000 THUNDER_EXT_FUZZ_TALLY="/tmp/gpu-check-fuzz-$seed.tally" \

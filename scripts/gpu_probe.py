@@ -1,15 +1,12 @@
-"""What the GPU run looks at first: the wrong value the fuzzer found with nvFuser
-(tests/fuzz_regressions/cuda/found_4c28956511b5.py). The finding (nvFuser's source, transforms/aliasing_as_traced.py):
-nvFuser runs a reduction over size-1 axes as a squeeze and a clone as a set, and returns both as views of the
-region's input, so a write into the input after the region changes what the region returned. This prints
-whether stock thunder's nvFuser regions share that storage, and the final trace, decisions and value of the
-fuzzer's program under thunder_ext, so the finding and its fix are confirmed or refuted in one short run.
+"""What the GPU run looks at first: how nvFuser writes an alias output into a region input that is not laid out
+in its logical order. The fuzzer found (tests/fuzz_regressions/cuda/found_16274bd1d4e6.py, H200, 2026-11-27) that a
+write through a transposed view of an intermediate swapped elements; rule 6 of transforms/regions/nvfuser.py now
+gives such a write back. Whether an *argument* the caller passes transposed or sliced is written right is what this
+prints: stock thunder.jit's own ``copy_`` (the same ``add_output(..., alias_input=...)``) and thunder_ext.jit, each
+against eager, with the final trace and the extension's decisions.
 
     python scripts/gpu_probe.py   (on a CUDA machine; scripts/gpu_check.sh runs it into its log)
 """
-
-import runpy
-from pathlib import Path
 
 import torch
 import thunder
@@ -18,35 +15,31 @@ import thunder_ext
 from thunder_ext.thunder026.adapt import adapt_thunder
 
 
-FOUND = Path(__file__).parent.parent / "tests" / "fuzz_regressions" / "cuda" / "found_4c28956511b5.py"
+def copy_doubled(x, y):
+    x.copy_(y * 2)
 
 
-def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+def mul_into(x, y):
+    x.mul_(y)
 
 
 def main() -> None:
     adapt_thunder()  # nvFuser 0.2.36's layout descriptor (thunder026/adapt.py), else no region runs
-    for what, fn, a in (
-        ("sum of a one-element tensor", lambda a: a.sum(), torch.randn(1, device="cuda")),
-        ("clone", lambda a: a.clone(), torch.randn(4, device="cuda")),
-        ("amax over a size-1 axis", lambda a: a.amax(1), torch.randn(3, 1, device="cuda")),
-    ):
-        jitted = thunder.jit(fn)
-        print(f"PROBE stock thunder.jit, {what}: shares its input's storage:", shares_storage(jitted(a), a))
-        print(thunder.last_traces(jitted)[-1])
-
-    found = runpy.run_path(str(FOUND))  # the saved program itself, as test_regression_on_cuda replays it
-    program, make_args = found["program"], found["make_args"]
-    with torch.device("cuda"):
-        a0, a1 = make_args()
-    expected = a0.sum().item()
-    jitted = thunder_ext.jit(program)
-    (r3,) = jitted(a0.clone(), a1)
-    print(f"PROBE the fuzzer's program: sum {r3.item():.6f}, eager {expected:.6f}, equal: {abs(r3.item() - expected) < 1e-5}")
-    print(thunder.last_traces(jitted)[-1])
-    for decision in thunder_ext.inplace_decisions(jitted):
-        print("PROBE decision:", decision)
+    base = torch.randn(4, 4, device="cuda")
+    for layout, view in (("transposed", lambda b: b.t()), ("column slice", lambda b: b[:, :2]),
+                         ("contiguous", lambda b: b)):  # fmt: skip
+        for name, jit, fn in (("thunder.jit", thunder.jit, copy_doubled), ("thunder_ext.jit", thunder_ext.jit, mul_into)):
+            expected, got = base.clone(), base.clone()
+            y = torch.randn(view(base).shape, device="cuda")
+            fn(view(expected), y)
+            jitted = jit(fn)
+            jitted(view(got), y)
+            print(f"PROBE {name} {fn.__name__} into a {layout} argument: eager's values:",
+                  torch.equal(got, expected))  # fmt: skip
+            print(thunder.last_traces(jitted)[-1])
+            if jit is thunder_ext.jit:
+                for decision in thunder_ext.inplace_decisions(jitted):
+                    print("PROBE decision:", decision)
 
 
 if __name__ == "__main__":

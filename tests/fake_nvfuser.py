@@ -1,7 +1,8 @@
 """A stand-in for nvFuser on a CPU: a thunder ``FusionExecutor`` whose ``fuse`` runs a region's prims one
 after another with the PyTorch executor (``copy_to_out_`` as ``out.copy_``), and a fusion pass that builds
 its regions the way nvFuser's does (thunder's grouping of the trace's ops, a fusion bound symbol over
-flattened prims, then thunder's rematerialization).
+flattened prims, then thunder's rematerialization), with an elimination of common subexpressions as nvFuser's pass
+ends with one (thunder's, over the trace's ops; nvFuser's runs inside its regions too).
 
 nvFuser's rules (``NVFUSER_RULES``, registered for the stand-in as for nvFuser itself), the fallback that
 rebuilds a region and the repair of rematerialization run on it exactly as on nvFuser's regions. Because it runs a region's ops in their order, it cannot show what
@@ -18,7 +19,7 @@ from thunder.core.codeutils import SigInfo
 from thunder.core.proxies import unvariableify, variableify
 from thunder.core.rematerialization import rematerialize
 from thunder.core.trace import TraceCtx, from_trace, tracectx
-from thunder.core.transform_common import dce
+from thunder.core.transform_common import cse, dce
 from thunder.core.transforms import Transform
 from thunder.executors.data_dependent_partition import Node, fuse_bound_symbols
 from thunder.executors.passes import transform_for_execution, update_fusion_call_ctx
@@ -29,7 +30,11 @@ import thunder_ext
 from thunder_ext.transforms.regions.nvfuser import NVFUSER_RULES
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, is_view_op, tensor_args
-from thunder_ext.transforms.aliasing_as_traced import nvfuser_may_run_as_a_view, written_storage_aliased_as_traced
+from thunder_ext.transforms.aliasing_as_traced import (
+    cse_keeping_written_storage_apart,
+    nvfuser_may_run_as_a_view,
+    written_storage_aliased_as_traced,
+)
 from thunder_ext.transforms.regions.rules import register_region_rules
 
 
@@ -131,11 +136,14 @@ class FakeFusionPass(Transform):
     """Groups the ops as nvFuser's fusion pass does, with thunder's ``fuse_bound_symbols`` (consecutive fusible
     ops, unless the ``fusion_type`` option asks for dataflow); each group of fusible ops becomes one region of
     the fake nvFuser over their prims; then thunder's rematerialization and dead-code elimination run, as in
-    nvFuser's pass."""
+    nvFuser's pass. First, common subexpressions are eliminated as the extension lets nvFuser's pass do it."""
+
+    cse = staticmethod(cse_keeping_written_storage_apart(cse))  # as the extension wraps nvFuser's
 
     def transform_trace_post_optimization(self, trace, **kwargs):
         # what the extension's fusion pass does for nvFuser, which the stand-in is not among the executors to get
         trace = written_storage_aliased_as_traced(trace, executors=[fake_nvfuser])
+        trace = self.cse(trace)
         undeleted = from_trace(trace)
         undeleted.bound_symbols = [b for b in trace.bound_symbols if b.sym.name != "python_del"]
 

@@ -92,13 +92,17 @@ def test_a_familys_generate_with_its_default_cache_gives_eagers_tokens_and_write
 
 
 def check_family(family: str, entry: str, *, device: str = "cpu") -> None:
-    """The test above on ``device`` (tests/test_gpu.py runs it on CUDA)."""
+    """The test above on ``device`` (tests/test_gpu.py runs it on CUDA). On a GPU, whose kernels sum in other
+    orders than eager's, the sequences may part at a near tie of eager's own logits (``assert_eagers_but_near_ties``)."""
     eager = model(family).to(device)
     ids = torch.randint(0, WIDTH["vocab_size"], (1, PROMPT), generator=torch.Generator().manual_seed(1)).to(device)
     expected = greedy(eager, ids)
     generating, compiled = ENTRY_POINTS[entry](copy.deepcopy(eager))
     out = greedy(generating, ids)
-    assert torch.equal(out.sequences, expected.sequences)
+    if device == "cpu":
+        assert torch.equal(out.sequences, expected.sequences)
+    else:
+        assert_eagers_but_near_ties(eager, out.sequences, expected.sequences)
     cache = out.past_key_values
     assert isinstance(cache, GrowingStaticCache)
     writes = [d for d in thunder_ext.inplace_decisions(compiled) if ".index_copy_(2, " in d.source]
@@ -107,3 +111,19 @@ def check_family(family: str, entry: str, *, device: str = "cpu") -> None:
     layers = WIDTH["num_hidden_layers"]
     kinds = extra.get("layer_types") or ["sliding_attention" if "sliding_window" in extra else "full_attention"] * layers
     assert [layer.capacity for layer in cache.layers] == [WINDOW if k == "sliding_attention" else 32 for k in kinds]
+
+
+NEAR_TIE = 1e-4  # tests/test_litgpt_families.py's allowance
+
+
+@torch.no_grad()
+def assert_eagers_but_near_ties(eager: torch.nn.Module, got: torch.Tensor, expected: torch.Tensor) -> None:
+    """``got`` is eager's sequence up to a token whose logit, by eager's forward of ``got``'s prefix, is within
+    ``NEAR_TIE`` of the best; the sequences part there."""
+    differs = (got != expected)[0].nonzero()
+    if len(differs) == 0:
+        return
+    p = int(differs[0])
+    logits = eager(got[:, :p]).logits[0, -1]
+    gap = float(logits.max() - logits[got[0, p]])
+    assert gap <= NEAR_TIE, f"position {p}: token {int(got[0, p])} is {gap:.3g} below eager's best"

@@ -15,11 +15,12 @@ import thunder.torch as ltorch
 from thunder.core import dtypes, prims
 from thunder.core.devices import cpu
 from thunder.core.proxies import TensorProxy
+from thunder.core.transform_common import cse
 from thunder.executors.torchex import ex as torch_ex
 from thunder.extend import FusionExecutor
 
 import thunder_ext
-from fake_nvfuser import fake_nvfuser, fake_nvfuser_jit, fusion_region
+from fake_nvfuser import FakeFusionPass, fake_nvfuser, fake_nvfuser_jit, fusion_region
 from helpers import (
     COPIES_NVFUSER_WOULD_ALIAS,
     assert_matches_eager,
@@ -508,3 +509,64 @@ def test_ops_of_written_storage_that_nvfuser_aliases_otherwise_leave_its_regions
     xentropy_like.required_ops = {"torch.nn.functional.nll_loss"}
     ran = written_storage_aliased_as_traced(trace, executors=[xentropy_like, aliasing])
     assert {o.name for op in ran.bound_symbols if op.sym.executor is torch_ex for o in op.flat_proxy_outs} == on_torch
+
+
+def through_a_transpose_of_an_intermediate(a0, a1):
+    r3 = a0 * -2.0
+    r3.transpose(0, 1).mul_(a1)
+    return r3
+
+
+def through_a_slice_of_an_intermediate(a0, a1):
+    r3 = a0 * -2.0
+    r3[1:].mul_(a1)
+    return r3
+
+
+def test_a_write_through_a_view_other_than_a_slice_is_given_back():
+    # rule 6: through a transposed view nvFuser wrote in the view's logical order (H200, cuda/found_16274bd1d4e6);
+    # through a slice the region keeps it
+    decisions = {}
+    for f in (through_a_transpose_of_an_intermediate, through_a_slice_of_an_intermediate):
+        jfn = assert_matches_eager(f, torch.randn(2, 2), torch.randn(()), jit=fake_nvfuser_jit)
+        (decisions[f],) = thunder_ext.inplace_decisions(jfn)
+    transposed = decisions[through_a_transpose_of_an_intermediate]
+    assert transposed.how == "copy" and "is a view other than a slice, whose axes nvFuser may write" in transposed.reason
+    assert decisions[through_a_slice_of_an_intermediate].how == "in place in an nvFuser region"
+
+
+def twins_one_written(a0):
+    r1 = a0 * -2.0
+    r3 = a0 * -2.0  # nvFuser's elimination of common subexpressions makes it r1
+    r1.zero_()
+    return r1, r3
+
+
+def twins_both_written(a0, a1):
+    r1 = a0 * -2.0
+    r3 = a0 * -2.0
+    r1.zero_()
+    r3.add_(a1)
+    return r1, r3
+
+
+@pytest.mark.parametrize("f", [twins_one_written, twins_both_written], ids=lambda f: f.__name__)
+def test_common_subexpressions_are_not_made_one_where_one_is_written(f, monkeypatch):
+    # rule 2 of aliasing_as_traced: on an H200, r3 came back zeroed (cuda/found_f21d632c7a6c), or both writes went
+    # into one tensor (cuda/found_571d7c9ccf0f); the stand-in eliminates them as nvFuser's pass does
+    args = [torch.randn(1), torch.randn(())][: f.__code__.co_argcount]
+    assert_matches_eager(f, *args, jit=fake_nvfuser_jit)
+    monkeypatch.setattr(FakeFusionPass, "cse", staticmethod(cse))  # the elimination unwrapped: the rule broken
+    with pytest.raises((AssertionError, thunder_ext.InplaceOrderingError)):
+        assert_matches_eager(f, *args, jit=fake_nvfuser_jit)
+
+
+def test_common_subexpressions_are_made_one_where_nothing_made_is_written():
+    def twins_with_an_argument_written(a0, x):
+        x.mul_(2)
+        return a0 * -2.0 + 1, a0 * -2.0 + 1
+
+    trace = thunder.last_traces(assert_matches_eager(twins_with_an_argument_written, torch.randn(2), torch.randn(2),
+                                                     jit=fake_nvfuser_jit))[-1]  # fmt: skip
+    muls = [p for b in trace.bound_symbols for p in (b.subsymbols if b.sym.is_fusion else [b]) if p.sym.name == "mul"]
+    assert len(muls) == 2, muls  # x * 2, and the twins' a0 * -2.0 once

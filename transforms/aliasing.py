@@ -383,6 +383,11 @@ class Aliases:
     def same_tensor(self, a: TensorProxy, b: TensorProxy) -> bool:
         return self._tensor.find(a.name) == self._tensor.find(b.name)
 
+    def sliced_at_most(self, a: TensorProxy) -> bool:
+        """Whether ``a`` is a tensor the trace made or took whole, or a slice of one: no other view (a transpose,
+        a reshape, a diagonal) made it, so its axes are its storage's, in their order."""
+        return a.name not in self._views
+
     def same_storage(self, a: TensorProxy, b: TensorProxy) -> bool:
         return self._storage.find(a.name) == self._storage.find(b.name)
 

@@ -27,11 +27,20 @@ squeeze, expand), so
 The PyTorch executor's ops alias as thunder's semantics says. What it costs: such an op moves no more than its
 input's bytes, and only one whose storage is written leaves the regions (a kernel of its own where a region held
 it); what a region computes from its result, it computes as before.
+
+Rule 2 (``cse_keeping_written_storage_apart``, wrapped around nvFuser's fusion pass's own common-subexpression
+elimination): a trace where that elimination would remove an op that makes a new tensor, while the trace writes the
+storage of a tensor some op made, keeps its ops as they were. The elimination makes two ops with equal arguments one
+tensor; where one of them is written afterwards, the other then reads the write. On an H200, ``r1 = a0 * -2;
+r3 = a0 * -2; r1.zero_(); return r1, r3`` returned zeros for ``r3`` (cuda/found_f21d632c7a6c), and with ``r3``
+written too, both writes went into one tensor (an ``InplaceOrderingError``, cuda/found_571d7c9ccf0f). The test is
+coarse on purpose (any written intermediate, any tensor removed): the rewrite that functionalization makes leaves
+few writes of intermediates, and a trace that keeps its twins computes each once more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from thunder.core.compile_data import get_compile_data
 from thunder.core.prims import PrimIDs
@@ -117,3 +126,27 @@ def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Ex
     new.bound_symbols = bsyms
     new.set_provenance(TraceProvenance("Written storage aliased as traced (thunder_ext)"))
     return new
+
+
+def cse_keeping_written_storage_apart(cse: Callable[[TraceCtx], TraceCtx]) -> Callable[[TraceCtx], TraceCtx]:
+    """``cse``, a fusion pass's common-subexpression elimination, except on a trace where it would make a new
+    tensor one with another while the trace writes the storage of a tensor some op made (the module's rule 2)."""
+
+    def cse_unless_it_merges_written_storage(trace: TraceCtx) -> TraceCtx:
+        eliminated = cse(trace)
+        return trace if _merges_written_storage(trace, eliminated) else eliminated
+
+    return cse_unless_it_merges_written_storage
+
+
+def _merges_written_storage(before: TraceCtx, after: TraceCtx) -> bool:
+    ops = [p for b in before.bound_symbols for p in (b.subsymbols if b.sym.is_fusion else (b,))]
+    written = [w for b in ops for w in written_tensors(b)]
+    if not written:
+        return False
+    kept = {o.name for b in after.bound_symbols for p in (b.subsymbols if b.sym.is_fusion else (b,)) for o in tensor_outs(p)}
+    if all(is_view_op(b) or all(o.name in kept for o in tensor_outs(b)) for b in ops):
+        return False  # nothing new made one with another (views of one tensor share its storage anyway)
+    aliases = Aliases(ops)
+    arguments = {aliases.storage_key(a) for a in before.args if isinstance(a, TensorProxy)}
+    return any(aliases.storage_key(w) not in arguments for w in written)

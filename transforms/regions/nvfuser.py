@@ -2,7 +2,7 @@
 
 nvFuser runs the write itself (``executors/nvfuser_inplace.py``: ``fd.add_output(..., alias_input=out)``), but
 it schedules a region's ops as it likes, so a write stays in a region only where ``nvfuser_write_blocker``'s rules
-prove that no op of the region sees it early (1 to 4) and that nvFuser can alias it at all (5); otherwise the checker
+prove that no op of the region sees it early (1 to 4) and that nvFuser can alias it at all (5, 6); otherwise the checker
 gives it back to the PyTorch executor (``transforms/regions/give_back.py``). Registered only where thunder has
 loaded nvFuser.
 """
@@ -22,6 +22,7 @@ from thunder_ext.transforms.aliasing import (
     tensor_args,
     thunder_inplace_write,
 )
+from thunder_ext.transforms.aliasing_as_traced import cse_keeping_written_storage_apart
 from thunder_ext.transforms.regions.rules import RegionOps, RegionRules, elementwise_cone, register_region_rules
 
 
@@ -48,6 +49,11 @@ def nvfuser_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
        that no broadcast made. nvFuser gives an alias output ``o``'s layout by replaying ``o``'s axes onto it,
        and fails where an axis of ``c`` is a broadcast: ``x.copy_(y)`` with a 0-d ``y`` expanded to ``x``'s
        shape raised "INTERNAL ASSERT FAILED ... do not match for self replay" on an H100 (docs/gpu.md).
+    6. ``o`` is a tensor the trace made or took whole, or a slice of one (``Aliases.sliced_at_most``): its axes are
+       its storage's, in their order. Through a transposed view of an intermediate, nvFuser wrote ``c`` in the
+       view's logical order on an H200 (``r3.transpose(0, 1).mul_(a1)`` swapped ``r3``'s off-diagonal elements,
+       cuda/found_16274bd1d4e6). Whether an argument the caller passes transposed is written right is not known
+       (thunder's prologue does not check strides); docs/gpu.md says what the GPU runs showed.
     """
     computed, out = thunder_inplace_write(write)
     name, aliases = region.name, region.aliases
@@ -75,6 +81,8 @@ def nvfuser_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
                 )
     if not _iterated_at(region, computed, tuple(out.shape)):
         return f"`{computed.name}` is a broadcast to `{out.name}`'s shape, whose axes nvFuser cannot alias to `{out.name}`'s"
+    if not aliases.sliced_at_most(out):
+        return f"`{out.name}` is a view other than a slice, whose axes nvFuser may write in another order"
     return None
 
 
@@ -109,3 +117,7 @@ if nvfuser_inplace_available()[0]:
     from thunder.executors.nvfuserex_impl import ex as nvfuser_ex
 
     register_region_rules(nvfuser_ex, NVFUSER_RULES)
+    # nvFuser's fusion pass ends with an elimination of common subexpressions of its own (its executor's `cse`
+    # method, which thunder 0.2.6 offers no option to turn off): wrapped here, once, so that it makes no written
+    # tensor one with another (transforms/aliasing_as_traced.py, rule 2)
+    nvfuser_ex.cse = cse_keeping_written_storage_apart(nvfuser_ex.cse)

@@ -1,0 +1,19 @@
+# found on an H200 (cuda/found_571d7c9ccf0f.py) and replayed by the stand-in, whose fusion pass eliminates common
+# subexpressions as nvFuser's does (2026-11-27): without rule 2 of transforms/aliasing_as_traced.py it fails as there
+import torch
+
+
+def program(a0, a1):
+    r1 = a0 * -2.0
+    r2 = a0.sum()
+    r3 = a0 * -2.0
+    r1.zero_()
+    r3.add_(a1)
+    return (r1, r2, r3)
+
+
+def make_args():
+    torch.manual_seed(0)
+    a0 = torch.randn((1,))
+    a1 = torch.randn(())
+    return [a0, a1]
