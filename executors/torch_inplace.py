@@ -21,6 +21,8 @@ Two kinds of operator:
 
 - ``check_aliased_arguments``, ``check_no_leaf_written``: prologue checks that refuse a call before anything runs
   (``transforms/aliased_arguments.py``, ``transforms/leaf_writes.py`` put them there).
+- ``check_dense_argument``: an argument that an nvFuser region writes, checked first in the computation: nvFuser
+  writes an alias output right only into a dense tensor (``transforms/regions/nvfuser.py``, rule 7).
 
 Every operator the extension's passes emit is registered here, and this module imports no pass: passes import
 it, never the reverse.
@@ -229,6 +231,41 @@ def _check_aliased_arguments(args, kwargs, computation_args, groups: str) -> Non
                     "reshape of the other and give wrong values, so nothing was run. Pass the base tensor and "
                     "take the view inside the function."
                 )
+
+
+class NonDenseWriteError(RuntimeError):
+    """An nvFuser region would write an argument whose elements are not laid out densely (rule 7 of
+    ``transforms/regions/nvfuser.py``); raised before anything runs."""
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill a block of its storage, one each, in some order of its axes."""
+    expected = 1
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _check_dense_argument(t: torch.Tensor, whole: bool, position: int, where: str) -> None:
+    """``t``, argument ``position``, is laid out as the nvFuser region that writes it (at ``where``) needs: dense
+    (``whole``: the region writes all of it) or contiguous (it writes a slice of it); else ``NonDenseWriteError``."""
+    if t.is_contiguous() or (whole and _dense(t)):
+        return
+    raise NonDenseWriteError(
+        f"thunder_ext.jit: {where} writes argument {position} ({_layout(t)}) in an nvFuser region, which writes "
+        f"{'a tensor' if whole else 'a slice of a tensor'} right only where it is {'dense' if whole else 'contiguous'}, "
+        "so nothing was run. Pass a contiguous tensor, or the base tensor and take the view inside the function."
+    )
+
+
+check_dense_argument = inplace_ex.register_operator(
+    "check_dense_argument",
+    meta=lambda t, whole, position, where: None,
+    fn=_check_dense_argument,
+    tags=(prims.OpTags.DONT_DCE,),
+)
 
 
 check_aliased_arguments = inplace_ex.register_operator(

@@ -45,7 +45,8 @@ def _tests(folder: Path) -> list[str]:
         )
         return [f"No junit XML came back: the run ended before pytest wrote it; see test_gpu.log.{seen}",
                 *([""] + [f"- failed: `{name}`" for name in failed] if failed else [])]  # fmt: skip
-    cases = sorted(ET.parse(path).getroot().iter("testcase"), key=lambda case: case.get("name"))
+    # a case pytest-xdist could not name (run 7 wrote one) sorts first, named as such
+    cases = sorted(ET.parse(path).getroot().iter("testcase"), key=lambda case: case.get("name") or "")
     rows, counts = [], {"passed": 0, "failure": 0, "error": 0, "skipped": 0}
     for case in cases:
         kind, message = "passed", ""
@@ -55,7 +56,7 @@ def _tests(folder: Path) -> list[str]:
                 message = message[0] if message else ""
                 break
         counts[kind] += 1
-        rows.append(f"| `{case.get('name')}` | {kind} | {message.replace('|', '/')[:240]} |")
+        rows.append(f"| `{case.get('name') or '(unnamed in the junit XML)'}` | {kind} | {message.replace('|', '/')[:240]} |")
     head = (f"{counts['passed']} passed, {counts['failure']} failed, {counts['error']} errors, "
             f"{counts['skipped']} skipped")  # fmt: skip
     return [head, "", "| test | outcome | message |", "| --- | --- | --- |", *rows]

@@ -523,18 +523,6 @@ def through_a_slice_of_an_intermediate(a0, a1):
     return r3
 
 
-def test_a_write_through_a_view_other_than_a_slice_is_given_back():
-    # rule 6: through a transposed view nvFuser wrote in the view's logical order (H200, cuda/found_16274bd1d4e6);
-    # through a slice the region keeps it
-    decisions = {}
-    for f in (through_a_transpose_of_an_intermediate, through_a_slice_of_an_intermediate):
-        jfn = assert_matches_eager(f, torch.randn(2, 2), torch.randn(()), jit=fake_nvfuser_jit)
-        (decisions[f],) = thunder_ext.inplace_decisions(jfn)
-    transposed = decisions[through_a_transpose_of_an_intermediate]
-    assert transposed.how == "copy" and "is a view other than a slice, whose axes nvFuser may write" in transposed.reason
-    assert decisions[through_a_slice_of_an_intermediate].how == "in place in an nvFuser region"
-
-
 def twins_one_written(a0):
     r1 = a0 * -2.0
     r3 = a0 * -2.0  # nvFuser's elimination of common subexpressions makes it r1
@@ -570,3 +558,61 @@ def test_common_subexpressions_are_made_one_where_nothing_made_is_written():
                                                      jit=fake_nvfuser_jit))[-1]  # fmt: skip
     muls = [p for b in trace.bound_symbols for p in (b.subsymbols if b.sym.is_fusion else [b]) if p.sym.name == "mul"]
     assert len(muls) == 2, muls  # x * 2, and the twins' a0 * -2.0 once
+
+
+def through_a_column_slice_of_an_intermediate(a0, a1):
+    r3 = a0 * -2.0
+    r3[:, 1:].mul_(a1)
+    return r3
+
+
+@pytest.mark.parametrize(
+    "f, kept",
+    [(through_a_transpose_of_an_intermediate, False), (through_a_column_slice_of_an_intermediate, False),
+     (through_a_slice_of_an_intermediate, True)],
+    ids=["transposed", "column-slice", "row-slice"],
+)  # fmt: skip
+def test_a_write_through_a_view_other_than_a_contiguous_slice_is_given_back(f, kept):
+    # rule 6: on an H200 nvFuser wrote through a transposed view of an intermediate in the view's logical order
+    # (cuda/found_16274bd1d4e6), and into a column slice the wrong elements (scripts/gpu_probe.py)
+    jfn = assert_matches_eager(f, torch.randn(3, 3), torch.randn(()), jit=fake_nvfuser_jit)
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    if kept:
+        assert decision.how == "in place in an nvFuser region", decision
+    else:
+        assert decision.how == "copy" and "is a view other than a contiguous slice" in decision.reason, decision
+
+
+def mul_into(x, y):
+    x.mul_(y)
+
+
+def mul_into_rows(x, y):
+    x[1:3].mul_(y[1:3])
+
+
+@pytest.mark.parametrize(
+    "f, view, refused",
+    [(mul_into, lambda b: b, None), (mul_into, lambda b: b.t(), None), (mul_into_rows, lambda b: b, None),
+     (mul_into, lambda b: b[:, :2], "writes a tensor right only where it is dense"),
+     (mul_into_rows, lambda b: b.t(), "writes a slice of a tensor right only where it is contiguous")],
+    ids=["contiguous", "transposed", "rows-of-contiguous", "column-slice", "rows-of-transposed"],
+)  # fmt: skip
+def test_an_argument_a_region_writes_is_checked_dense_before_anything_runs(f, view, refused):
+    # rule 7: the layout of an argument is known only when the call runs; on an H200 a column slice of an argument
+    # was written wrong by the region (stock thunder's copy_ too) and a transposed one right (scripts/gpu_probe.py)
+    base = torch.randn(4, 4)
+    y = torch.randn(view(base).shape)
+    expected, got = base.clone(), base.clone()
+    f(view(expected), y)
+    jfn = fake_nvfuser_jit(f)
+    if refused is None:
+        jfn(view(got), y)
+        assert torch.equal(got, expected)
+        assert [d.how for d in thunder_ext.inplace_decisions(jfn)] == ["in place in an nvFuser region"]
+    else:
+        with pytest.raises(thunder_ext.NonDenseWriteError, match=f"writes argument 0 .* in an nvFuser region, which {refused}"):
+            jfn(view(got), y)
+        assert torch.equal(got, base)  # nothing ran
+    ran = [b.sym.name for b in thunder.last_traces(jfn)[-1].bound_symbols if not b.sym.name.startswith("unpack")]
+    assert ran.count("check_dense_argument") == 1 and ran[0] == "check_dense_argument", ran  # first of all

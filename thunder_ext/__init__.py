@@ -51,6 +51,7 @@ from thunder_ext.transforms import (  # noqa: E402
     InplaceDecision,
     InplaceOrderingError,
     InplaceTransform,
+    NonDenseWriteError,
     UnprovenInplaceError,
     ViewWriteGradientError,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "InplaceDecision",
     "InplaceOrderingError",
     "InplaceTransform",
+    "NonDenseWriteError",
     "ThunderCompiler",
     "UnprovenInplaceError",
     "ViewWriteGradientError",

@@ -1,6 +1,7 @@
 """Passes over thunder traces: write functionalization (differentiated writes through views scattered into their
 base first), the aliasing checker, buffer reuse, the aliased-arguments guard, and the Transform wiring them."""
 
+from thunder_ext.executors.torch_inplace import NonDenseWriteError
 from thunder_ext.transforms.aliased_arguments import AliasedArgumentsError, refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.prove_inplace import (
@@ -18,6 +19,7 @@ __all__ = [
     "InplaceDecision",
     "InplaceOrderingError",
     "InplaceTransform",
+    "NonDenseWriteError",
     "UnprovenInplaceError",
     "ViewWriteGradientError",
     "functionalize_writes",

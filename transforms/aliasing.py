@@ -323,6 +323,7 @@ class Aliases:
         self._storage = _UnionFind()
         self._box: dict[str, tuple[str, Box]] = {}  # a slice -> (the tensor it slices, its box of that tensor)
         self._views: set[str] = set()  # results of other views: no box, and no tensor that boxes refer to
+        self._extent: dict[str, tuple[int, ...]] = {}  # a tensor that boxes refer to -> its shape
         for bsym in bsyms:
             self.add(bsym)
 
@@ -350,6 +351,8 @@ class Aliases:
             box = _sliced(region[1], slice_) if slice_ is not None and region is not None else None
             if box is not None and len(outs) == 1:
                 self._box[outs[0].name] = (region[0], box)
+                if args[0].name not in self._box:
+                    self._extent[region[0]] = tuple(args[0].shape)
             else:
                 self._views.update(out.name for out in outs)
 
@@ -383,10 +386,21 @@ class Aliases:
     def same_tensor(self, a: TensorProxy, b: TensorProxy) -> bool:
         return self._tensor.find(a.name) == self._tensor.find(b.name)
 
-    def sliced_at_most(self, a: TensorProxy) -> bool:
-        """Whether ``a`` is a tensor the trace made or took whole, or a slice of one: no other view (a transpose,
-        a reshape, a diagonal) made it, so its axes are its storage's, in their order."""
-        return a.name not in self._views
+    def contiguous_slice(self, a: TensorProxy) -> bool:
+        """Whether ``a`` is a tensor the trace made or took whole, or a slice of one that is contiguous where that
+        tensor is: its axes after some axis are whole, that one's step is 1, and those before it hold one element.
+        No other view (a transpose, a reshape, a diagonal) made it."""
+        if a.name in self._views:
+            return False
+        if a.name not in self._box:
+            return True
+        base, box = self._box[a.name]
+        inner = list(zip(box, self._extent[base]))
+        while inner and inner[-1][0] == (0, 1, inner[-1][1]):
+            inner.pop()  # whole axes, innermost first
+        if inner and inner[-1][0][1] == 1:
+            inner.pop()  # the one partial axis, of step 1
+        return all(n == 1 for (_, _, n), _ in inner)
 
     def same_storage(self, a: TensorProxy, b: TensorProxy) -> bool:
         return self._storage.find(a.name) == self._storage.find(b.name)

@@ -48,7 +48,7 @@ from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, tracectx
 
-from thunder_ext.executors.torch_inplace import inplace_form, plain_copy_to_out, updates_a_base
+from thunder_ext.executors.torch_inplace import check_dense_argument, inplace_form, plain_copy_to_out, updates_a_base
 from thunder_ext.transforms.aliasing import (
     Aliases,
     data_args,
@@ -383,6 +383,7 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
     grad_args = arguments_requiring_grad(trace)
     decisions: list[InplaceDecision] = []
     given_back: dict[str, str] = {}  # write result -> why its region gave it back
+    dense: list[BoundSymbol] = []  # the kept writes whose region needs a dense out (``RegionRules.dense_outs``)
     j = 0
     while j < len(index.ops):
         op = index.ops[j]
@@ -407,10 +408,29 @@ def prove_inplace_writes(trace: TraceCtx, *, strict: bool = False) -> tuple[Trac
             if kept is None:
                 continue  # what now stands at j (a rebuilt region, or a write given back) is unvisited
             decisions.extend(_unless_strict(d, strict) for d in kept)
+            if (rules := rules_for(op)) is not None and rules.dense_outs:
+                dense += [*fused_writes(op), *fused_thunder_copies(op)]  # thunder's own copies are alias outputs too
         j += 1
     if not decisions:
         return trace, decisions
+    if checks := _dense_argument_checks(trace, index.aliases, dense):
+        ops = index.bound_symbols()
+        first = next(k for k, b in enumerate(ops) if not b.sym.name.startswith("unpack"))
+        index = TraceIndex([*ops[:first], *checks, *ops[first:]])
     return index.rewritten(trace, "thunder_ext: prove copy_to_out_ aliasing safe"), decisions
+
+
+def _dense_argument_checks(trace: TraceCtx, aliases: Aliases, writes: list[BoundSymbol]) -> list[BoundSymbol]:
+    """A ``check_dense_argument`` of each argument that one of ``writes``, kept in a region that needs a dense
+    out, overwrites (all of it, or a slice), to run before anything else: the prologue does not see strides."""
+    arguments = [a for a in trace.args if isinstance(a, TensorProxy)]
+    checks: dict[tuple[str, bool], BoundSymbol] = {}
+    for write in writes:
+        _, out = thunder_inplace_write(write)
+        for position, a in enumerate(arguments):
+            if aliases.same_storage(a, out) and (a.name, whole := aliases.same_tensor(a, out)) not in checks:
+                checks[a.name, whole] = check_dense_argument.bind(a, whole, position, source_line(write), output=None)
+    return list(checks.values())
 
 
 def _check_region(

@@ -21,7 +21,8 @@ is the checker's knowledge of that executor, here:
 =============  ========  ============================================================================
 executor       in order  a write stays in the region when
 =============  ========  ============================================================================
-nvFuser        no        ``regions/nvfuser.py``: five rules for an output aliasing a region input
+nvFuser        no        ``regions/nvfuser.py``: six rules for an output aliasing a region input,
+                         and a seventh checked when the call runs (an argument written is dense)
 torch.compile  yes       ``regions/torch_compile.py``: the region computes ``computed``, writes its
                          storage once, reads its old value only towards ``computed``, no op of it
                          may fail at runtime but where a position checked before it stands for

@@ -2,7 +2,7 @@
 
 nvFuser runs the write itself (``executors/nvfuser_inplace.py``: ``fd.add_output(..., alias_input=out)``), but
 it schedules a region's ops as it likes, so a write stays in a region only where ``nvfuser_write_blocker``'s rules
-prove that no op of the region sees it early (1 to 4) and that nvFuser can alias it at all (5, 6); otherwise the checker
+prove that no op of the region sees it early (1 to 4) and that nvFuser can alias it at all (5 to 7); otherwise the checker
 gives it back to the PyTorch executor (``transforms/regions/give_back.py``). Registered only where thunder has
 loaded nvFuser.
 """
@@ -49,11 +49,14 @@ def nvfuser_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
        that no broadcast made. nvFuser gives an alias output ``o``'s layout by replaying ``o``'s axes onto it,
        and fails where an axis of ``c`` is a broadcast: ``x.copy_(y)`` with a 0-d ``y`` expanded to ``x``'s
        shape raised "INTERNAL ASSERT FAILED ... do not match for self replay" on an H100 (docs/gpu.md).
-    6. ``o`` is a tensor the trace made or took whole, or a slice of one (``Aliases.sliced_at_most``): its axes are
-       its storage's, in their order. Through a transposed view of an intermediate, nvFuser wrote ``c`` in the
-       view's logical order on an H200 (``r3.transpose(0, 1).mul_(a1)`` swapped ``r3``'s off-diagonal elements,
-       cuda/found_16274bd1d4e6). Whether an argument the caller passes transposed is written right is not known
-       (thunder's prologue does not check strides); docs/gpu.md says what the GPU runs showed.
+    6. ``o`` is a tensor the trace made or took whole, or a slice of one that is contiguous where that tensor is
+       (``Aliases.contiguous_slice``): nvFuser writes an alias output right only into a dense tensor. On an H200,
+       through a transposed view of an intermediate it swapped elements (``r3.transpose(0, 1).mul_(a1)``,
+       cuda/found_16274bd1d4e6), and into a column slice of an argument it wrote the wrong elements (stock
+       thunder's ``copy_`` too; a transposed argument, dense, it wrote right: ``scripts/gpu_probe.py``).
+    7. (when the call runs) An argument that a kept write overwrites is laid out so: dense where ``o`` is all of
+       it, contiguous where ``o`` is a slice. The prologue does not see strides, so the computation checks it
+       first, before anything runs (``check_dense_argument``, ``NonDenseWriteError``).
     """
     computed, out = thunder_inplace_write(write)
     name, aliases = region.name, region.aliases
@@ -81,8 +84,8 @@ def nvfuser_write_blocker(region: RegionOps, write: BoundSymbol) -> str | None:
                 )
     if not _iterated_at(region, computed, tuple(out.shape)):
         return f"`{computed.name}` is a broadcast to `{out.name}`'s shape, whose axes nvFuser cannot alias to `{out.name}`'s"
-    if not aliases.sliced_at_most(out):
-        return f"`{out.name}` is a view other than a slice, whose axes nvFuser may write in another order"
+    if not aliases.contiguous_slice(out):
+        return f"`{out.name}` is a view other than a contiguous slice, which nvFuser may write in another order"
     return None
 
 
@@ -110,6 +113,7 @@ NVFUSER_RULES = RegionRules(
     how="in place in an nvFuser region",
     kept="`{region}` computes `{computed}` straight into `{out}`'s buffer",
     aliases_by_prims=True,
+    dense_outs=True,
 )
 
 

@@ -90,6 +90,9 @@ class RegionRules:
     # whether a region aliases what its ops' prims alias, not what thunder's semantics says (nvFuser:
     # transforms/aliasing_as_traced.py)
     aliases_by_prims: bool = False
+    # whether a region writes an alias output right only into a dense tensor (nvFuser): an argument that a kept
+    # write overwrites is checked when the call starts (prove_inplace, ``check_dense_argument``)
+    dense_outs: bool = False
 
 
 _RULES: dict[Executor, RegionRules] = {}
