@@ -77,12 +77,7 @@ def recipe(m: torch.nn.Module):
 ENTRY_POINTS = {"thunderfx": thunderfx, "recipe": recipe}
 
 
-# thunder's interpreter cannot trace HF's MoE routing, whose shapes follow the data; thunderfx's splitter runs it
-# in PyTorch (docs/design.md#model-families-what-runs-where)
-ROUTING_UNTRACEABLE = pytest.mark.xfail(raises=NotImplementedError, strict=True,
-                                        reason="thunder 0.2.6's interpreter: aten.nonzero's output shape")  # fmt: skip
-CASES = [pytest.param(family, entry, marks=ROUTING_UNTRACEABLE if entry == "recipe" and family in ("mixtral", "qwen3_moe") else ())
-         for family in FAMILIES for entry in ENTRY_POINTS]  # fmt: skip
+CASES = [(family, entry) for family in FAMILIES for entry in ENTRY_POINTS]
 
 
 @pytest.mark.executor_sets("defaults")  # each entry point picks its executors: thunderfx thunder's, the recipe its own

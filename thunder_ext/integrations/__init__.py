@@ -6,6 +6,7 @@
 - ``growing_cache`` (litgpt; ``buckets`` beside it): ``thunder_ext.set_kv_cache``, a KV cache that grows in
   buckets with what it holds;
 - ``litgpt_moe``: litgpt's mixture of experts traced with static shapes (thunder 0.2.6 cannot trace litgpt's);
+- ``hf_moe``: HF transformers' sparse mixture-of-experts blocks (Mixtral, Qwen3-MoE) the same way;
 - ``hf_transformers``: ``thunder_ext.GrowingStaticCache`` and ``HFTransformersRecipe``; imported once the
   program has imported transformers, as are its hooks.
 
@@ -21,7 +22,7 @@ from typing import Any
 from thunder.core.recipe import Lookaside
 
 from thunder_ext.hooks import HOOKS
-from thunder_ext.integrations.litgpt_moe import substitute_in
+from thunder_ext.integrations import hf_moe, litgpt_moe
 from thunder_ext.integrations.optim import JittedOptimizerStep, is_optimizer_step
 from thunder_ext.integrations.tensor_scatter import tensor_scatter_, tensor_scatter_symbol
 from thunder_ext.thunder026 import divert
@@ -58,7 +59,8 @@ def _dynamic_cache_lookasides() -> list[Lookaside]:
 
 
 HOOKS.adaptations.append(lambda: divert(tensor_scatter_, tensor_scatter_symbol))
-HOOKS.adaptations_once_imported.append(("litgpt.model", substitute_in))
+HOOKS.adaptations_once_imported.append(("litgpt.model", litgpt_moe.substitute_in))
+HOOKS.adaptations_once_imported += [(module, hf_moe.substitute_in) for module in hf_moe.BLOCKS]
 HOOKS.jit_replacements.append(_optimizer_step)
 HOOKS.after_jit.append(_warn_that_generate_runs_uncompiled)
 HOOKS.after_thunderfx.append(_use_growing_cache_by_default)
