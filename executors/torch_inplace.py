@@ -248,13 +248,13 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
-def _check_dense_argument(t: torch.Tensor, whole: bool, position: int, where: str) -> None:
-    """``t``, argument ``position``, is laid out as the nvFuser region that writes it (at ``where``) needs: dense
+def _check_dense_argument(t: torch.Tensor, whole: bool, name: str, where: str) -> None:
+    """``t``, the argument the trace names ``name``, is laid out as the nvFuser region that writes it (at ``where``) needs: dense
     (``whole``: the region writes all of it) or contiguous (it writes a slice of it); else ``NonDenseWriteError``."""
     if t.is_contiguous() or (whole and _dense(t)):
         return
     raise NonDenseWriteError(
-        f"thunder_ext.jit: {where} writes argument {position} ({_layout(t)}) in an nvFuser region, which writes "
+        f"thunder_ext.jit: {where} writes the argument `{name}` ({_layout(t)}) in an nvFuser region, which writes "
         f"{'a tensor' if whole else 'a slice of a tensor'} right only where it is {'dense' if whole else 'contiguous'}, "
         "so nothing was run. Pass a contiguous tensor, or the base tensor and take the view inside the function."
     )
@@ -262,7 +262,7 @@ def _check_dense_argument(t: torch.Tensor, whole: bool, position: int, where: st
 
 check_dense_argument = inplace_ex.register_operator(
     "check_dense_argument",
-    meta=lambda t, whole, position, where: None,
+    meta=lambda t, whole, name, where: None,
     fn=_check_dense_argument,
     tags=(prims.OpTags.DONT_DCE,),
 )

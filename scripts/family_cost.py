@@ -16,12 +16,12 @@ import sys
 import time
 
 os.environ["THUNDER_EXT_CACHE"] = "0"
-import torch  # noqa: E402
+import torch
 
 torch.set_num_threads(1)
-import thunder  # noqa: E402
+import thunder
 
-import thunder_ext  # noqa: E402
+import thunder_ext
 
 PROMPT, NEW, TIMED = 16, 64, 10  # tokens of the prompt, new tokens per call, timed calls after the first (the best counts)
 

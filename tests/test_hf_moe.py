@@ -43,7 +43,7 @@ def test_a_block_computes_eagers_outputs_and_router_logits_with_hfs_loop_as_one_
     with torch.no_grad():
         got, expected = jitted(x), moe(x)
     # HF's own ops in HF's order: equal under thunder's defaults (Inductor's router softmax rounds otherwise)
-    assert_close(got, expected, **(dict(rtol=0, atol=0) if executor_set == "defaults" else {}))
+    assert_close(got, expected, **({"rtol": 0, "atol": 0} if executor_set == "defaults" else {}))
     assert "hf_moe_routed_experts" in names_of_ops(jitted)
 
 

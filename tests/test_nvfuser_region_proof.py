@@ -611,7 +611,7 @@ def test_an_argument_a_region_writes_is_checked_dense_before_anything_runs(f, vi
         assert torch.equal(got, expected)
         assert [d.how for d in thunder_ext.inplace_decisions(jfn)] == ["in place in an nvFuser region"]
     else:
-        with pytest.raises(thunder_ext.NonDenseWriteError, match=f"writes argument 0 .* in an nvFuser region, which {refused}"):
+        with pytest.raises(thunder_ext.NonDenseWriteError, match=f"writes the argument `x` .* in an nvFuser region, which {refused}"):
             jfn(view(got), y)
         assert torch.equal(got, base)  # nothing ran
     ran = [b.sym.name for b in thunder.last_traces(jfn)[-1].bound_symbols if not b.sym.name.startswith("unpack")]

@@ -427,9 +427,9 @@ def _dense_argument_checks(trace: TraceCtx, aliases: Aliases, writes: list[Bound
     checks: dict[tuple[str, bool], BoundSymbol] = {}
     for write in writes:
         _, out = thunder_inplace_write(write)
-        for position, a in enumerate(arguments):
+        for a in arguments:
             if aliases.same_storage(a, out) and (a.name, whole := aliases.same_tensor(a, out)) not in checks:
-                checks[a.name, whole] = check_dense_argument.bind(a, whole, position, source_line(write), output=None)
+                checks[a.name, whole] = check_dense_argument.bind(a, whole, a.name, source_line(write), output=None)
     return list(checks.values())
 
 

@@ -132,9 +132,9 @@ routed_experts_op = torch_ex.register_operator(
 
 def substitute_in(module: ModuleType) -> None:
     """Register the two forms for the forward of ``module``'s block class (``BLOCKS``)."""
-    from thunder_ext.thunder026.substitutes import interpret_instead
-
     from transformers.activations import ACT2CLS
+
+    from thunder_ext.thunder026.substitutes import interpret_instead
 
     with_options = {c[0] for c in ACT2CLS.values() if isinstance(c, tuple)}
     for act, cls in ACT2CLS.items():
