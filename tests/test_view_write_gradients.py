@@ -192,6 +192,29 @@ def differentiated_value_into_a_diagonal_of_an_argument_read_after(buf, y):
     return buf @ y + before
 
 
+def argument_read_through_a_view_taken_before_the_write(buf, a):
+    v = buf.unsqueeze(1)
+    buf.index_copy_(0, torch.tensor([2, 0]), a * 2)  # thunder renamed v past the write: a's gradient missed v
+    return v * 3
+
+
+def argument_read_after_a_write_through_its_view(buf, a):
+    buf[1:3].mul_(a)
+    return buf * buf.sum(0, keepdim=True)
+
+
+def argument_read_through_another_view_after_a_write(buf, a):
+    v, w = buf.unsqueeze(1), buf[1:]
+    v.mul_(a.unsqueeze(1))
+    return w * 3
+
+
+def argument_written_with_a_value_that_needs_no_grad_after_a_differentiated_one(buf, a):
+    buf.copy_(a * 2)
+    buf[0:2].fill_(1.0)  # eager's gradient of buf's read is zero there
+    return buf * a
+
+
 PROGRAMS = [
     (slice_mul, lambda: [torch.tensor([1.0, 2.0, 3.0]), torch.tensor(3.0)], (True, True)),
     (strided_view_of_a_flat_view, lambda: [torch.randn(2, 3), torch.randn(2, 3)], (True, True)),
@@ -219,6 +242,15 @@ PROGRAMS = [
     (
         differentiated_value_into_a_diagonal_of_an_argument_read_after,
         lambda: [torch.randn(3, 3), torch.randn(3)],
+        (False, True),
+    ),
+    # into an argument that requires no grad, read after the write through another of its tensors: scattered too
+    (argument_read_through_a_view_taken_before_the_write, lambda: [torch.randn(3), torch.randn(2)], (False, True)),
+    (argument_read_after_a_write_through_its_view, lambda: [torch.randn(4), torch.randn(2)], (False, True)),
+    (argument_read_through_another_view_after_a_write, lambda: [torch.randn(3), torch.randn(3)], (False, True)),
+    (
+        argument_written_with_a_value_that_needs_no_grad_after_a_differentiated_one,
+        lambda: [torch.randn(3), torch.randn(3)],
         (False, True),
     ),
 ]
@@ -259,6 +291,28 @@ def test_a_trace_without_such_a_write_is_left_as_it_was():
     jfn = thunder_ext.jit(write_a_whole_intermediate)
     jfn(torch.randn(3, requires_grad=True), torch.randn(3))
     assert not any("scatter differentiated writes" in str(t.get_provenance()) for t in thunder.last_traces(jfn))
+
+
+def written_then_read_through_views_made_after(buf, a):
+    buf.index_copy_(0, torch.tensor([2, 0]), a * 2)
+    return buf.unsqueeze(0)[:, 1:] * 3
+
+
+def written_through_a_view_then_read_through_it(buf, a):
+    v = buf[1:3]
+    v.mul_(a)
+    return v * 3
+
+
+@pytest.mark.parametrize(
+    "fn", [written_then_read_through_views_made_after, written_through_a_view_then_read_through_it]
+)
+def test_an_argument_read_only_through_what_its_write_wrote_is_written_in_place(fn):
+    """thunder's own form derives these reads from the write, so its storage is not scattered and the write stays in
+    place (a KV cache written in a forward with grad, its written tensor read after)."""
+    jfn = assert_gradients_match_eager(fn, torch.randn(4), torch.randn(2, requires_grad=True))
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how != "copy", decision
 
 
 def test_without_grad_a_write_through_a_view_stays_an_in_place_write():

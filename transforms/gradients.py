@@ -7,13 +7,16 @@ thunder's op (``functionalize`` rule 5), the prologue refuses it into a leaf (``
 reports thunder's copy as thunder's (``prove_inplace``). A write into an intermediate's storage that a view
 makes observable (a write through a view, a view made before the write) is decided by
 ``view_writes.scattered_storages``: scattered into its base before autodiff, or refused; the two sets are
-disjoint (the storage of an argument requiring grad; an intermediate's, or an argument's requiring no grad written
-through ``diagonal``), and every other differentiated write is a ``copy_to_out_`` with its gradient rule. A write
+disjoint (the storage of an argument requiring grad; an intermediate's, or an argument's requiring no grad that
+thunder's form would differentiate wrongly), and every other differentiated write is a ``copy_to_out_`` with its
+gradient rule. A write
 that overwrites a differentiated value keeps that value's history at zero gradient
 (``overwrites_of_differentiated_values``), in either form.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from thunder.core.proxies import ProxyTag, TensorProxy
 from thunder.core.symbol import BoundSymbol
@@ -41,25 +44,42 @@ def grad_storages(trace: TraceCtx, aliases: Aliases) -> set[str]:
     return {aliases.storage_key(a) for a in arguments_requiring_grad(trace)}
 
 
+def _differentiated_ops(trace: TraceCtx, aliases: Aliases) -> Iterator[tuple[int, BoundSymbol, set[str], bool]]:
+    """Each op of ``trace`` that thunder differentiates, by position, with the storages that hold a differentiated
+    value before it and whether it reads one (then its results' storages hold one after it)."""
+    carrying = grad_storages(trace, aliases)
+    if not carrying:  # nothing differentiated: no cost to a trace without grad
+        return
+    for index, bsym in enumerate(trace.bound_symbols):
+        if traced_without_grad(bsym):
+            continue
+        reads = any(aliases.storage_key(t) in carrying for t in tensor_args(bsym))
+        yield index, bsym, carrying, reads
+        if reads:
+            carrying.update(aliases.storage_key(t) for t in tensor_outs(bsym))
+
+
 def overwrites_of_differentiated_values(trace: TraceCtx, aliases: Aliases) -> set[int]:
     """The positions in ``trace`` of the writes thunder differentiates whose new value reads nothing of the old one
     (``x.copy_(y)``), into a tensor whose old value is differentiated there. Eager's graph keeps that old value's
     history behind such a write, with a zero gradient (``a.grad`` zeros for ``x = a * 2; x.copy_(y)``, and ``x``
     requiring grad even where ``y`` does not); thunder's functional form drops it (``a.grad`` None)."""
-    carrying, overwrites = grad_storages(trace, aliases), set()
-    if not carrying:  # nothing differentiated: no cost to a trace without grad
-        return overwrites
-    for index, bsym in enumerate(trace.bound_symbols):
-        if traced_without_grad(bsym):
-            continue
+    overwrites = set()
+    for index, bsym, carrying, _ in _differentiated_ops(trace, aliases):
         write = thunder_inplace_write(bsym)
         if write is not None and aliases.storage_key(write[1]) in carrying:
             old = set(aliases.sharing_storage(write[1]))
             if not any(p.name in old for functional in bsym.subsymbols[:-1] for p in functional.flat_proxy_args):
                 overwrites.add(index)
-        if any(aliases.storage_key(t) in carrying for t in tensor_args(bsym)):
-            carrying.update(aliases.storage_key(t) for t in tensor_outs(bsym))
     return overwrites
+
+
+def writes_of_differentiated_values(trace: TraceCtx, aliases: Aliases) -> set[int]:
+    """The positions in ``trace`` of the writes whose new value thunder differentiates: they read a differentiated
+    value (the one written, or the old one of a storage that holds one)."""
+    return {
+        index for index, bsym, _, reads in _differentiated_ops(trace, aliases) if reads and thunder_inplace_write(bsym)
+    }
 
 
 def left_to_thunder(bsym: BoundSymbol, target: TensorProxy, aliases: Aliases, grad_storages: set[str]) -> bool:

@@ -25,9 +25,13 @@ Refused before anything runs, naming the op, the chain and the line (``ViewWrite
 - where eager refuses the write itself: through an ``expand`` that makes elements share memory, into one of
   several views an op returns (``split``, ``chunk``, ``unbind``).
 
-The storage of an argument that requires no grad is scattered too where it is written through ``diagonal``, which
-thunder's autodiff makes a copy (thunder's own form of the write filled the copy: the write was lost). Its final
-value is then written back into it, a copy of the whole argument.
+The storage of an argument that requires no grad is scattered too where thunder's own form of its writes loses a
+gradient: where it is written through ``diagonal``, which thunder's autodiff makes a copy (thunder's form filled the
+copy: the write was lost), and where, once a differentiated value is written into it, a tensor of it is read that
+the last write does not make (a view taken before the write, the base after a write through a view: thunder
+renames it with ``update_aliases``, whose gradient passes its old value's). Its final value is then written back
+into it. Reads of the written tensor and of views made of it after the write (a KV cache written in a forward
+with grad) leave the storage as traced, its writes in place.
 
 Left as they are: a chain through a tensor-indexed ``getitem`` (a copy in eager, no view), a storage of an
 integer dtype (no gradient), every other argument's storage (``functionalize`` rule 5).
@@ -66,6 +70,7 @@ from thunder_ext.transforms.gradients import (
     arguments_requiring_grad,
     overwrites_of_differentiated_values,
     traced_without_grad,
+    writes_of_differentiated_values,
 )
 from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
 
@@ -145,12 +150,53 @@ def _argument_storages(trace: TraceCtx, aliases: Aliases) -> dict[str, list[Tens
     return storages
 
 
-def _write_lost_by_autodiff(arguments: list[TensorProxy], through_views: list) -> bool:
-    """Whether a differentiated write reaches the one argument ``arguments`` (not requiring grad) through a view that
-    thunder's autodiff makes a copy of, which thunder's own form of the write would fill instead."""
-    if len(arguments) != 1 or arguments[0].requires_grad:
-        return False  # aliased arguments and leaves requiring grad are the prologue's stages' to refuse
+def _written_by_autodiff_as_traced(arguments: list[TensorProxy]) -> bool:
+    """Whether thunder's autodiff differentiates the writes into the one argument ``arguments`` as they are traced:
+    it requires grad (``functionalize`` rule 5), or others share its storage (the prologue's stages refuse what
+    they cannot represent)."""
+    return len(arguments) != 1 or arguments[0].requires_grad
+
+
+def _write_lost_by_autodiff(through_views: list) -> bool:
+    """Whether a differentiated write reaches an argument through a view that thunder's autodiff makes a copy of,
+    which thunder's own form of the write would fill instead."""
     return any(thunder_op_id(b) in _COPIED_BY_AUTODIFF for _, chain in through_views for b, _ in chain)
+
+
+def _differentiated_reads(bsym: BoundSymbol) -> list[TensorProxy]:
+    """The tensors ``bsym`` reads that a gradient may flow from: of a module's return, its outputs, not the
+    arguments thunder returns beside them for the epilogue (``flat_args``, which its autodiff does not
+    differentiate)."""
+    if bsym.sym.id == PrimIDs.RETURN and isinstance(ret := bsym.args[0], dict) and "output" in ret:
+        return [t for t in tree_flatten(ret["output"])[0] if isinstance(t, TensorProxy)]
+    return tensor_args(bsym)
+
+
+def _read_stale_after_a_differentiated_write(
+    trace: TraceCtx, aliases: Aliases, storage: str, differentiated: set[int]
+) -> bool:
+    """Whether, once a differentiated value is written into ``storage``, a tensor of it is read that thunder's
+    functional form of the writes does not derive from the last write: any but the written tensor (renamed) and
+    views made of it after the write. thunder renames such a tensor with ``update_aliases``, whose gradient passes
+    its cotangent to its old value, past the write (``v = buf.unsqueeze(1); buf.index_copy_(0, i, a * 2); v * 3``:
+    ``a``'s gradient misses ``v``'s read; a write through ``v``, then a read of ``buf``, alike)."""
+    fresh: set[str] | None = None  # the tensors the last write is read through; None before a differentiated one
+    for index, bsym in enumerate(trace.bound_symbols):
+        ours = [t for t in _differentiated_reads(bsym) if aliases.storage_key(t) == storage]
+        if not ours or is_update_aliases(bsym):
+            continue
+        if _makes_a_view(bsym):
+            if fresh is not None and aliases.tensor_key(ours[0]) in fresh:
+                fresh.update(aliases.tensor_key(t) for t in tensor_outs(bsym))
+            continue
+        write = thunder_inplace_write(bsym)
+        target = write[1] if write is not None and aliases.storage_key(write[1]) == storage else None
+        read = [t for t in ours if target is None or t.name != target.name]  # a write reads its target's old value
+        if fresh is not None and any(aliases.tensor_key(t) not in fresh for t in read):
+            return True
+        if target is not None and (fresh is not None or index in differentiated):
+            fresh = {aliases.tensor_key(target)}
+    return False
 
 
 def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
@@ -160,6 +206,7 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
 
     Raises ``ViewWriteGradientError`` for such a write whose chain the rule refuses."""
     arguments = _argument_storages(trace, aliases)
+    differentiated = writes_of_differentiated_values(trace, aliases)
     written: dict[str, list[tuple[BoundSymbol, TensorProxy, tuple[ViewStep, ...]]]] = {}
     first_view: dict[str, int] = {}  # where each storage's first view is made
     last_write: dict[str, int] = {}  # where its last differentiated write is
@@ -178,7 +225,10 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
         # a view made before a write of the base reads the new value through thunder's renames too
         viewed_before = first_view.get(storage, len(trace.bound_symbols)) < last_write.get(storage, -1)
         if storage in arguments:
-            if not _write_lost_by_autodiff(arguments[storage], through_views):
+            if _written_by_autodiff_as_traced(arguments[storage]) or not (
+                _write_lost_by_autodiff(through_views)
+                or _read_stale_after_a_differentiated_write(trace, aliases, storage, differentiated)
+            ):
                 continue
         elif not (through_views or viewed_before):
             continue

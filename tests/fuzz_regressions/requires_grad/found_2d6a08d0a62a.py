@@ -1,4 +1,4 @@
-# known failure: a differentiated value (a2) written into an argument that requires no grad (a0.index_copy_(0, a1, a2)), then read through a view of it taken before the write (v1 = a0.unsqueeze(1); r5 = v1 * -2.0): a2's gradient misses that read, silently, under both executor sets (fuzz, torch.compile set, seed 11, 2026-11-27); not fixed
+# found: a differentiated value (a2) written into an argument that requires no grad (a0.index_copy_(0, a1, a2)), then read through a view of it taken before the write (v1 = a0.unsqueeze(1); r5 = v1 * -2.0): a2's gradient missed that read, silently, under both executor sets (fuzz, torch.compile set, seed 11, 2026-11-27); fixed: such an argument's storage is scattered into its base before autodiff like an intermediate's (transforms/view_writes.py, `_read_stale_after_a_differentiated_write`), its final value written back
 # AssertionError: gradient of argument 2 differs from eager: Tensor-likes are not close!
 # 
 # Mismatched elements: 1 / 1 (100.0%)

@@ -1,4 +1,4 @@
-# known failure under torch_compile: the compiled program names a value it never defines (NameError), loud (fuzz, seed 11, 2026-11-27; thunder's defaults run it right); not investigated
+# found under torch_compile: the compiled program named a value it never defined (NameError), loud (fuzz, seed 11, 2026-11-27): a differentiated value written into an argument that requires no grad, then read through a view taken before the write; fixed: such an argument's storage is scattered into its base before autodiff like an intermediate's (transforms/view_writes.py, `_read_stale_after_a_differentiated_write`), its final value written back
 # NameError: name 't114' is not defined
 # grad setting: grad [1, 2]
 import torch
