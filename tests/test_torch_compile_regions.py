@@ -18,6 +18,7 @@ from helpers import (
     as_claimed,
     assert_matches_eager,
     caches,
+    computation,
     negated_then_read,
     pinned,
     pinned_operands_of_the_result,
@@ -461,6 +462,28 @@ def test_the_checker_refuses_a_region_that_recomputes_a_value_across_a_write():
     assert recomputed, "the premise: rematerialization recomputes x * 2 after the write"
     with pytest.raises(thunder_ext.InplaceOrderingError, match="`TorchCompile1` recomputes .* and touches x overwritten"):
         prove_inplace_writes(remat)
+
+
+def test_a_region_may_recompute_a_value_an_earlier_one_computed_after_its_write():
+    # requires_grad/found_b0257163f598: the earlier region wrote x and then doubled the new value, which the later
+    # region recomputes from the same new value; the verification took it for a recomputation across the write
+    with tracing("x", "y") as (trace, (x, y)):
+        w = copy_to_out_(y, out=x)
+        doubled = prims.mul(w, 2.0)
+        result = prims.exp(doubled)
+    trace.bound_symbols[0] = as_claimed(trace.bound_symbols[0])
+    trace.args = [x, y]
+    write, double, exp = pinned(trace)
+    remat = computation(
+        trace,
+        torch_compile_ex.fuse(fusion_region([x, y], [w], [write, double]), 0),
+        torch_compile_ex.fuse(fusion_region([w], [result], [double, exp]), 1),
+        prims.python_return.bind(result, output=None),
+    )
+    proved, _ = prove_inplace_writes(remat)
+    a, b = torch.randn(4), torch.randn(4)
+    torch.testing.assert_close(proved.python_callable()(a, b), torch.exp(2 * b))
+    torch.testing.assert_close(a, b)
 
 
 def test_a_litgpt_decode_step_runs_in_one_region_after_its_checks():

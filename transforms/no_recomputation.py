@@ -69,24 +69,27 @@ def pin_reads_of_overwritten_storage(trace: TraceCtx) -> TraceCtx:
 
 def recomputations_across_writes(bsyms: Sequence[BoundSymbol], aliases: Aliases) -> list[str]:
     """Each op of a region that recomputes a value an earlier region computed, and writes, or reads or makes
-    a storage written since that earlier region began (there, between the two, or earlier in its own
-    region): what ``pin_reads_of_overwritten_storage`` rules out, described for an error."""
-    computed_in: dict[str, int] = {}  # value -> slot of the first region that computes it
-    last_written: dict[str, int] = {}  # storage key -> slot of its latest write so far
+    a storage written since the earlier region computed it (later in that region, between the two, or earlier in
+    its own region): what ``pin_reads_of_overwritten_storage`` rules out, described for an error. A write before
+    the value's first computation, in its region or earlier, is one both computations read after."""
+    computed_at: dict[str, tuple[int, int]] = {}  # value -> (slot, position in it) of its first computation
+    last_written: dict[str, tuple[int, int]] = {}  # storage key -> (slot, position in it) of its latest write
     found = []
     for j, bsym in enumerate(bsyms):
         ops = bsym.subsymbols if bsym.sym.is_fusion else [bsym]
-        for op in ops:
+        for k, op in enumerate(ops):
             outs = [o.name for o in op.flat_proxy_outs]
-            first = min((computed_in[o] for o in outs if o in computed_in), default=None)
-            if bsym.sym.is_fusion and first is not None and first < j:
-                since = [t.name for t in _storage_touched(op) if last_written.get(aliases.storage_key(t), -1) >= first]
+            first = min((computed_at[o] for o in outs if o in computed_at), default=None)
+            if bsym.sym.is_fusion and first is not None and first[0] < j:
+                since = [
+                    t.name for t in _storage_touched(op) if last_written.get(aliases.storage_key(t), first) > first
+                ]
                 if written_tensors(op) or since:
                     what = "writes again" if written_tensors(op) else f"touches {', '.join(since)} overwritten"
-                    earlier = bsyms[first].sym.name
+                    earlier = bsyms[first[0]].sym.name
                     found.append(f"`{bsym.sym.name}` recomputes {', '.join(outs)} of `{earlier}`, and {what}")
             if bsym.sym.is_fusion:
                 for o in outs:
-                    computed_in.setdefault(o, j)
-            last_written.update((aliases.storage_key(t), j) for t in written_tensors(op))
+                    computed_at.setdefault(o, (j, k))
+            last_written.update((aliases.storage_key(t), (j, k)) for t in written_tensors(op))
     return found

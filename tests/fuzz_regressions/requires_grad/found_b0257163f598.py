@@ -1,4 +1,4 @@
-# known failure under torch_compile: a torch.compile region recomputes a value of an earlier one across a write, which the checker refuses (InplaceOrderingError), loud (fuzz, seed 11, 2026-11-27; thunder's defaults run it right); not investigated
+# found under torch_compile: a torch.compile region recomputed a value of an earlier one that the earlier region computed after its write of that storage, which the checker's verification took for a recomputation across the write (InplaceOrderingError), loud (fuzz, seed 11, 2026-11-27); fixed: no_recomputation.recomputations_across_writes counts only writes after the value's first computation, by position inside its region
 # thunder_ext.transforms.prove_inplace.InplaceOrderingError: a fusion region recomputes a value across a write: `TorchCompile1` recomputes t69 of `TorchCompile0`, and touches t65 overwritten
 # grad setting: grad [2]
 import torch
