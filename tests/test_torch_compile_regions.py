@@ -185,14 +185,22 @@ def test_rule_4_a_kv_write_at_several_positions_leaves_its_region_and_runs_in_pl
 
 @pytest.mark.parametrize("bad", [4096, -1, 2**40])
 def test_rule_4_a_checked_position_fails_as_the_pytorch_executor_does_with_nothing_written(bad):
-    args = (torch.zeros(1, 2, 4096, 8), torch.zeros(1, 2, 4096, 8), torch.tensor([3]), torch.ones(1, 2, 1, 8), torch.ones(1, 2, 1, 8))
+    args = (
+        torch.zeros(1, 2, 4096, 8),
+        torch.zeros(1, 2, 4096, 8),
+        torch.tensor([3]),
+        torch.ones(1, 2, 1, 8),
+        torch.ones(1, 2, 1, 8),
+    )
     jfn = assert_matches_eager(kv_write, *args)
     assert checks(jfn) == ["index_copy_"]
     k, v = torch.zeros(1, 2, 4096, 8), torch.zeros(1, 2, 4096, 8)
     with pytest.raises(IndexError) as in_region:
         jfn(k, v, torch.tensor([bad]), *args[3:])
     assert not k.any() and not v.any()
-    pytorch = thunder_ext.jit(kv_write, executors=[e for e in thunder.get_default_executors() if e is not torch_compile_ex])
+    pytorch = thunder_ext.jit(
+        kv_write, executors=[e for e in thunder.get_default_executors() if e is not torch_compile_ex]
+    )
     with pytest.raises(IndexError) as on_pytorch:
         pytorch(k, v, torch.tensor([bad]), *args[3:])
     assert checks(pytorch) == [] and str(in_region.value) == str(on_pytorch.value)
@@ -260,7 +268,12 @@ def test_views_between_taken_out_writes_join_the_region_before_them():
         v[:1].index_copy_(2, pos, new_v)
         return (k * v).sum() + k.index_select(2, pos).sum()  # the gather may fail: it stays in its run
 
-    k, v, new_k, new_v = torch.zeros(2, 4, 16, 8), torch.zeros(2, 4, 16, 8), torch.randn(1, 4, 2, 8), torch.randn(1, 4, 2, 8)
+    k, v, new_k, new_v = (
+        torch.zeros(2, 4, 16, 8),
+        torch.zeros(2, 4, 16, 8),
+        torch.randn(1, 4, 2, 8),
+        torch.randn(1, 4, 2, 8),
+    )
     args = (k, v, torch.tensor([3, 4]), new_k, new_v)
     jfn = assert_matches_eager(f, *args)
     assert all(how.startswith("in place at the") for how, _ in decisions(jfn))
@@ -460,7 +473,9 @@ def test_the_checker_refuses_a_region_that_recomputes_a_value_across_a_write():
     # unpinned, the second region recomputes x * 2 from x, which the write between has overwritten
     remat, recomputed = doubled_then_overwritten(pin=False)
     assert recomputed, "the premise: rematerialization recomputes x * 2 after the write"
-    with pytest.raises(thunder_ext.InplaceOrderingError, match="`TorchCompile1` recomputes .* and touches x overwritten"):
+    with pytest.raises(
+        thunder_ext.InplaceOrderingError, match="`TorchCompile1` recomputes .* and touches x overwritten"
+    ):
         prove_inplace_writes(remat)
 
 
@@ -484,6 +499,41 @@ def test_a_region_may_recompute_a_value_an_earlier_one_computed_after_its_write(
     a, b = torch.randn(4), torch.randn(4)
     torch.testing.assert_close(proved.python_callable()(a, b), torch.exp(2 * b))
     torch.testing.assert_close(a, b)
+
+
+def through_two_diagonals(view):
+    def fn(a):
+        r = a.unsqueeze(0) * -2.0
+        view(r).fill_(-2.0)  # full_like: made outside the region that makes the view
+        return r
+
+    return fn
+
+
+TWO_DIAGONALS = [
+    lambda r: r.diagonal().unsqueeze(0).diagonal(),
+    lambda r: r.unsqueeze(0).unsqueeze(0).diagonal().diagonal(),
+]
+
+
+def test_the_premise_torch_compile_returns_a_view_through_two_diagonals_apart_from_its_base():
+    # torch 2.9.1: the view comes back a tensor of its own (one diagonal, a slice, a transpose come back views)
+    for view in TWO_DIAGONALS:
+
+        def view_and_base(a, view=view):
+            base = a * 2.0
+            return view(base), base
+
+        torch._dynamo.reset()
+        out, base = torch.compile(view_and_base)(torch.randn(3, 3))
+        assert out.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("view", TWO_DIAGONALS, ids=["diagonal.unsqueeze.diagonal", "diagonal.diagonal"])
+@pytest.mark.parametrize("n", [1, 3])
+def test_a_write_through_two_diagonals_of_a_region_intermediate_reaches_it(view, n):
+    # requires_grad/found_6925ffcdff2c: the write ran after the region that made the view, into a tensor of its own
+    assert_matches_eager(through_two_diagonals(view), torch.randn(n))
 
 
 def test_a_litgpt_decode_step_runs_in_one_region_after_its_checks():

@@ -1,4 +1,4 @@
-"""Differentiated writes through views, scattered into their base before autodiff.
+"""Writes through views that thunder or Inductor would get wrong, scattered into their base before autodiff.
 
 Rule: in a trace that thunder differentiates (an argument requires grad), the storage of an intermediate that
 a differentiated write reaches through a view (``x = a * 2; x[0:1].mul_(y)``), or that has a view made before
@@ -33,8 +33,13 @@ renames it with ``update_aliases``, whose gradient passes its old value's). Its 
 into it. Reads of the written tensor and of views made of it after the write (a KV cache written in a forward
 with grad) leave the storage as traced, its writes in place.
 
+In any trace, differentiated or not, the storage of an intermediate written through a chain of two ``diagonal``s
+is scattered too: torch 2.9.1's torch.compile returns such a view of a tensor its graph makes as a tensor of its
+own, so where thunder's torch.compile executor makes the chain in a region and the write runs after it, the write
+was lost (``_returned_apart_by_inductor``). Where the chain's index cannot be computed, it is left as traced.
+
 Left as they are: a chain through a tensor-indexed ``getitem`` (a copy in eager, no view), a storage of an
-integer dtype (no gradient), every other argument's storage (``functionalize`` rule 5).
+integer dtype in a differentiated trace (no gradient), every other argument's storage (``functionalize`` rule 5).
 
 Only such storages change, so a trace without such a write is returned as it came.
 """
@@ -199,14 +204,23 @@ def _read_stale_after_a_differentiated_write(
     return False
 
 
-def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
-    """The storages (``Aliases.storage_key``) of intermediates that a differentiated write reaches through a view, or
-    that have a view made before such a write, and of arguments requiring no grad written through ``diagonal``, in
-    ``trace``, which thunder differentiates.
+def _returned_apart_by_inductor(chain: tuple[ViewStep, ...]) -> bool:
+    """Whether torch 2.9.1's torch.compile may return ``chain``'s view of a tensor its graph makes as a tensor of its
+    own, which a write after the graph does not reach: a chain through two ``diagonal``s (``r.diagonal().unsqueeze(0)
+    .diagonal()``; the fuzzer's ``requires_grad/found_6925ffcdff2c``). Every chain of one ``diagonal`` at most that
+    was tried came back a view; views of the graph's inputs always do."""
+    return sum(thunder_op_id(b) == ltorch.diagonal.id for b, _ in chain) > 1
 
-    Raises ``ViewWriteGradientError`` for such a write whose chain the rule refuses."""
+
+def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
+    """The storages (``Aliases.storage_key``) to scatter in ``trace``: where thunder differentiates it, those of
+    intermediates that a differentiated write reaches through a view, or that have a view made before such a write,
+    and those of arguments requiring no grad that thunder's form of their writes would differentiate wrongly; in any
+    trace, those of intermediates written through a view that torch.compile may return apart from them.
+
+    Raises ``ViewWriteGradientError`` for a differentiated write whose chain the rule refuses."""
     arguments = _argument_storages(trace, aliases)
-    differentiated = writes_of_differentiated_values(trace, aliases)
+    differentiated = writes_of_differentiated_values(trace, aliases) if arguments_requiring_grad(trace) else None
     written: dict[str, list[tuple[BoundSymbol, TensorProxy, tuple[ViewStep, ...]]]] = {}
     first_view: dict[str, int] = {}  # where each storage's first view is made
     last_write: dict[str, int] = {}  # where its last differentiated write is
@@ -221,31 +235,44 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
             first_view.setdefault(aliases.storage_key(tensor_args(bsym)[0]), index)
     scattered = set()
     for storage, writes in written.items():
+        if any(_indexes_a_copy(b) for *_, c in writes for b, _ in c):
+            continue  # no view to write through
         through_views = [(w, c) for w, _, c in writes if c and not traced_without_grad(w)]
         # a view made before a write of the base reads the new value through thunder's renames too
         viewed_before = first_view.get(storage, len(trace.bound_symbols)) < last_write.get(storage, -1)
-        if storage in arguments:
-            if _written_by_autodiff_as_traced(arguments[storage]) or not (
+        if differentiated is None or not dtypes.is_inexact_dtype(writes[0][1].dtype):
+            for_its_gradient = False
+        elif storage in arguments:
+            for_its_gradient = not _written_by_autodiff_as_traced(arguments[storage]) and (
                 _write_lost_by_autodiff(through_views)
                 or _read_stale_after_a_differentiated_write(trace, aliases, storage, differentiated)
-            ):
-                continue
-        elif not (through_views or viewed_before):
-            continue
-        if not dtypes.is_inexact_dtype(writes[0][1].dtype) or any(_indexes_a_copy(b) for *_, c in writes for b, _ in c):
-            continue  # no gradient to get wrong; no view to write through
-        refused = [(w, c, _refusal(c)) for w, c in through_views]
-        refused += [(w, c, _NO_GRAD_WRITE) for w, _, c in writes if traced_without_grad(w)]
-        for w, chain, why in refused:
-            if why is not None:
-                where = f" at {line}" if (line := source_line(w)) else ""
-                raise ViewWriteGradientError(
-                    f"thunder_ext: `{w.sym.name}` writes {_describe(chain)}{where} "
-                    f"in a function that is differentiated, and its gradient cannot be computed exactly: {why}. "
-                    "Write into a clone, or compute the new value out of place."
-                )
-        scattered.add(storage)
+            )
+        else:
+            for_its_gradient = bool(through_views or viewed_before)
+        if for_its_gradient:
+            _refuse_inexact_gradients(through_views, [(w, c) for w, _, c in writes if traced_without_grad(w)])
+            scattered.add(storage)
+        elif (
+            storage not in arguments
+            and any(_returned_apart_by_inductor(c) for *_, c in writes)
+            and not any(_refusal(c) for *_, c in writes)  # a chain whose index cannot be computed stays as traced
+        ):
+            scattered.add(storage)
     return scattered
+
+
+def _refuse_inexact_gradients(through_views: list, without_grad: list) -> None:
+    """Raise ``ViewWriteGradientError`` for the first write into a storage scattered for its gradient whose
+    gradient the rule cannot compute exactly."""
+    refused = [(w, c, _refusal(c)) for w, c in through_views] + [(w, c, _NO_GRAD_WRITE) for w, c in without_grad]
+    for w, chain, why in refused:
+        if why is not None:
+            where = f" at {line}" if (line := source_line(w)) else ""
+            raise ViewWriteGradientError(
+                f"thunder_ext: `{w.sym.name}` writes {_describe(chain)}{where} "
+                f"in a function that is differentiated, and its gradient cannot be computed exactly: {why}. "
+                "Write into a clone, or compute the new value out of place."
+            )
 
 
 def _one_element(t: TensorProxy) -> bool:
@@ -390,9 +417,14 @@ class _Scatterer:
 
 
 def scatter_writes_through_views(trace: TraceCtx) -> TraceCtx:
-    """Rewrite each differentiated write through a view of an intermediate into a scatter into its base."""
-    if not arguments_requiring_grad(trace) or not any(map(thunder_inplace_write, trace.bound_symbols)):
+    """Rewrite each write into a storage that ``scattered_storages`` names into a scatter into its base."""
+    if not any(map(thunder_inplace_write, trace.bound_symbols)):
         return trace
+    if (
+        not arguments_requiring_grad(trace)
+        and sum(thunder_op_id(b) == ltorch.diagonal.id for b in trace.bound_symbols) < 2
+    ):
+        return trace  # nothing differentiated, and no chain through two diagonals: a trace without grad costs nothing
     aliases = Aliases(trace.bound_symbols)
     chains = _view_chains(trace, aliases)
     scattered = scattered_storages(trace, aliases, chains)
@@ -403,5 +435,5 @@ def scatter_writes_through_views(trace: TraceCtx) -> TraceCtx:
     overwrites = overwrites_of_differentiated_values(trace, aliases)
     scatterer = _Scatterer(new_trace, aliases, chains, scattered, arguments, overwrites)
     new_trace.bound_symbols = scatterer.run(trace.bound_symbols)
-    new_trace.set_provenance(TraceProvenance("thunder_ext: scatter differentiated writes through views into bases"))
+    new_trace.set_provenance(TraceProvenance("thunder_ext: scatter writes through views into their bases"))
     return new_trace

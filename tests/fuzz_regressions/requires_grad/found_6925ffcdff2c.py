@@ -1,4 +1,4 @@
-# known failure under torch_compile: a fill_ through diagonal(unsqueeze(diagonal(r4))) of a one-element intermediate is lost (r4 returned unchanged, silently; at 8972d2a too; stock thunder.jit with the executor is right): thunder traces `diagonal` into the region as a `take`, a copy, so the region's output that the write's `out` names is no view of r4 (fuzz, 2026-11-27)
+# found under torch_compile: a fill_ through diagonal(unsqueeze(diagonal(r4))) of a one-element intermediate was lost (r4 returned unchanged, silently; stock thunder.jit with the executor is right; fuzz, 2026-11-27): torch 2.9.1's torch.compile returns a view through two diagonals of a tensor its graph makes as a tensor of its own (plain torch.compile alike), and the write ran after the region; fixed: such a storage is scattered into its base (transforms/view_writes.py, `_returned_apart_by_inductor`)
 # AssertionError: Tensor-likes are not close!
 # 
 # Mismatched elements: 1 / 1 (100.0%)
