@@ -536,6 +536,39 @@ def test_a_write_through_two_diagonals_of_a_region_intermediate_reaches_it(view,
     assert_matches_eager(through_two_diagonals(view), torch.randn(n))
 
 
+def viewed_written_and_returned(a):
+    v = a.unsqueeze(0)
+    a.copy_(a - 2.0)
+    return v
+
+
+def test_the_premise_torch_compile_refuses_to_write_an_input_that_requires_grad_it_returned_a_view_of():
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(Exception, match="A view was created in no_grad mode"):
+        torch.compile(viewed_written_and_returned)(torch.randn(3, requires_grad=True))
+
+
+def viewed_written_then_written_through_the_view(a):
+    v = a.unsqueeze(0)
+    a.add_(-2.0)
+    s = a.sum()
+    v.zero_()
+    return s
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_a_region_returning_a_view_of_an_input_that_requires_grad_made_before_its_write_gives_the_write_back(mode):
+    # requires_grad/found_b9bc348fbfd9 (no_grad), found_5df78423d4eb (inference_mode): Inductor refused the region
+    a = torch.randn(1)
+    eager_a, jit_a = a.clone().requires_grad_(), a.clone().requires_grad_()  # leaves: cloned under mode, they'd not be
+    jfn = thunder_ext.jit(viewed_written_then_written_through_the_view)
+    with mode():
+        torch.testing.assert_close(jfn(jit_a), viewed_written_then_written_through_the_view(eager_a))
+    torch.testing.assert_close(jit_a, eager_a)
+    reasons = [d.reason for d in thunder_ext.inplace_decisions(jfn)]
+    assert any("a view of" in r and "made before the write" in r for r in reasons), reasons
+
+
 def test_a_litgpt_decode_step_runs_in_one_region_after_its_checks():
     pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
     torch.manual_seed(0)

@@ -88,8 +88,8 @@ def torch_compile_write_blocker(region: RegionOps, write: BoundSymbol) -> str | 
     """Why the torch.compile region ``region`` cannot run ``write = copy_to_out_(c, out=o)`` itself; None if it can.
 
     Inductor functionalizes the region (the write becomes a mutation of ``o``, a region input or a view or
-    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Six
-    rules, for the six cases where that breaks:
+    intermediate of the region) and keeps the program's order, re-inplacing the write where it can. Seven
+    rules, for the seven cases where that breaks:
 
     1. ``c`` is computed in the region, by an op other than a write, and is not a region input or a view
        of one. Inductor lowers a copy of an input as that input itself, so a later write to it in the
@@ -121,6 +121,12 @@ def torch_compile_write_blocker(region: RegionOps, write: BoundSymbol) -> str | 
        returns the value's own buffer, which the write makes ``o``'s: a later write of either output reached
        the other (found by the fuzzer, ``tests/fuzz_regressions/found_8a613752dd9d.py``,
        ``found_aaea656a5649.py``). A decode step's logits, computed from the cache by matmuls, are no no-op.
+    7. Where ``o``'s storage is a region input's that requires grad (an optimizer's parameter, under ``no_grad``),
+       no output of the region is a view of it made before the write (``_view_returned_from_before``).
+       torch.compile 2.9.1 refuses such a graph under ``no_grad`` and ``inference_mode`` ("A view was created in
+       no_grad mode and its base ... has been modified inplace with grad mode enabled"; plain ``torch.compile``
+       of ``v = a.unsqueeze(0); a.copy_(a - 2); return v`` alike, and fine with the view made after the
+       write); found by the fuzzer (``requires_grad/found_5df78423d4eb.py``, ``found_b9bc348fbfd9.py``).
     """
     computed, name, aliases = write.args[0], region.name, region.aliases
     producer = region.producer(computed)
@@ -171,7 +177,30 @@ def torch_compile_write_blocker(region: RegionOps, write: BoundSymbol) -> str | 
             f"`{name}` returns `{apart}`, computed from `{computed.name}`, "
             "which Inductor may return as the written buffer itself"
         )
+    if viewed := _view_returned_from_before(region, write):
+        return (
+            f"`{name}` returns `{viewed}`, a view of `{out.name}` (of an input that requires grad) made before "
+            "the write, and torch.compile refuses a graph that writes such an input under no_grad"
+        )
     return None
+
+
+def _view_returned_from_before(region: RegionOps, write: BoundSymbol) -> str | None:
+    """An output of the region that is a view (by any later name) made before ``write`` of the storage it writes,
+    where a region input of that storage requires grad; None if there is none."""
+    aliases, out = region.aliases, thunder_inplace_write(write)[1]
+    storage = aliases.storage_key(out)
+    if not any(a.requires_grad for a in region.inputs_sharing.get(storage, ())):
+        return None
+    before = {
+        aliases.tensor_key(v)
+        for op in region.ops[: region.position(write)]
+        if is_view_op(op) and not is_update_aliases(op)
+        for v in tensor_outs(op)
+        if aliases.storage_key(v) == storage
+    }
+    outputs = (o for o in region.fusion.flat_proxy_outs if isinstance(o, TensorProxy))
+    return next((o.name for o in outputs if aliases.tensor_key(o) in before), None)
 
 
 @dataclass(frozen=True)
