@@ -315,6 +315,16 @@ def test_an_argument_read_only_through_what_its_write_wrote_is_written_in_place(
     assert decision.how != "copy", decision
 
 
+def test_a_narrow_is_differentiated_as_the_slice_it_is():
+    # thunder's own narrow is differentiated by torch's autograd (narrow_vjp), which Dynamo cannot always trace
+    def narrowed(a):
+        return a.narrow(1, -3, 2) * 3
+
+    jfn = assert_gradients_match_eager(narrowed, torch.randn(2, 4, requires_grad=True))
+    traces = [thunder.last_traces(jfn)[-1], thunder.last_backward_traces(jfn)[-1]]
+    assert not any("narrow" in b.sym.name for t in traces for b in t.bound_symbols)
+
+
 def test_without_grad_a_write_through_a_view_stays_an_in_place_write():
     jfn = thunder_ext.jit(slice_mul)
     with torch.no_grad():

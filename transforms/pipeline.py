@@ -28,6 +28,7 @@ from thunder_ext.transforms.aliasing_as_traced import written_storage_aliased_as
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
 from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
+from thunder_ext.transforms.narrow_as_slice import narrows_as_slices
 from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
@@ -71,6 +72,7 @@ PIPELINE: tuple[Stage, ...] = (
     Stage(Hook.COMPUTATION, name_user_lines),
     Stage(Hook.PROLOGUE, refuse_unrepresentable_aliased_arguments),
     Stage(Hook.PROLOGUE, refuse_differentiated_writes_into_leaves),
+    Stage(Hook.COMPUTATION, narrows_as_slices),
     Stage(Hook.COMPUTATION, scatter_writes_through_views),
     Stage(Hook.COMPUTATION, functionalize_writes),
     Stage(Hook.FUSION, zeros_with_their_prims),

@@ -77,6 +77,7 @@ from thunder_ext.transforms.gradients import (
     traced_without_grad,
     writes_of_differentiated_values,
 )
+from thunder_ext.transforms.narrow_as_slice import narrow_as_slice
 from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
 
 
@@ -288,9 +289,7 @@ def _apply(chain: tuple[ViewStep, ...], t: TensorProxy) -> TensorProxy:
         return ltorch.reshape(t, out.shape)
     for bsym, k in chain:
         if thunder_op_id(bsym) == ltorch.narrow.id:
-            dim, start, length = bsym.args[1:4]
-            dim, start = dim % t.ndim, start % t.shape[dim % t.ndim]
-            t = ltorch.getitem(t, (slice(None),) * dim + (slice(start, start + length),))
+            t = narrow_as_slice(t, *bsym.args[1:4])
             continue
         result = bsym.sym(t, *bsym.args[1:], **bsym.kwargs)
         t = result[k] if isinstance(result, (tuple, list)) else result
