@@ -325,6 +325,17 @@ def test_a_narrow_is_differentiated_as_the_slice_it_is():
     assert not any("narrow" in b.sym.name for t in traces for b in t.bound_symbols)
 
 
+def test_a_scattered_argument_last_written_into_itself_is_written_back_in_place():
+    # design.md's Limits: the write-back of the final value is the checker's, in place where the last write was
+    # into the argument itself, a copy of the whole argument where it was through a view
+    for fn, how in [
+        (argument_read_through_a_view_taken_before_the_write, "in place at the producer"),
+        (argument_read_after_a_write_through_its_view, "copy"),
+    ]:
+        jfn = assert_gradients_match_eager(fn, torch.randn(4), torch.randn(2, requires_grad=True))
+        assert [d.how for d in thunder_ext.inplace_decisions(jfn)] == [how], fn.__name__
+
+
 def test_without_grad_a_write_through_a_view_stays_an_in_place_write():
     jfn = thunder_ext.jit(slice_mul)
     with torch.no_grad():
