@@ -1,17 +1,21 @@
 """What thunder's autodiff differentiates, decided in one place for every stage that asks.
 
 A write traced under ``torch.no_grad()`` or ``torch.inference_mode()`` is constant for thunder's VJP (its result
-carries ``ProxyTag.DETACHED_AUTOGRAD_GRAPH``). Any other write into storage that an argument requiring grad
-shares is differentiated by thunder, which the extension leaves to thunder: functionalization keeps it as
-thunder's op (``functionalize`` rule 5), the prologue refuses it into a leaf (``leaf_writes``), and the checker
-reports thunder's copy as thunder's (``prove_inplace``). A write into an intermediate's storage that a view
-makes observable (a write through a view, a view made before the write) is decided by
-``view_writes.scattered_storages``: scattered into its base before autodiff, or refused; the two sets are
-disjoint (the storage of an argument requiring grad; an intermediate's, or an argument's requiring no grad that
-thunder's form would differentiate wrongly), and every other differentiated write is a ``copy_to_out_`` with its
-gradient rule. A write
-that overwrites a differentiated value keeps that value's history at zero gradient
-(``overwrites_of_differentiated_values``), in either form.
+carries ``ProxyTag.DETACHED_AUTOGRAD_GRAPH``); a write that reads a differentiated value (the one written, or
+the old one of a storage that holds one) writes one (``writes_of_differentiated_values``). Each differentiated
+write takes one of three forms:
+
+- into storage that an argument requiring grad shares: thunder's own (``left_to_thunder``): functionalization
+  keeps it as thunder's op (``functionalize`` rule 5), the prologue refuses it into a leaf (``leaf_writes``), and
+  the checker reports thunder's copy as thunder's (``prove_inplace``);
+- into a storage whose writes thunder's form would differentiate wrongly (an intermediate's that a view makes
+  observable, an argument's requiring no grad read past its last write through another of its tensors, or
+  written through ``diagonal``): scattered into its base before autodiff, or refused
+  (``view_writes.scattered_storages``, which asks this module what is differentiated);
+- any other: a ``copy_to_out_`` with its gradient rule.
+
+The first two sets of storages are disjoint. A write that overwrites a differentiated value keeps that value's
+history at zero gradient (``overwrites_of_differentiated_values``), in either of the last two forms.
 """
 
 from __future__ import annotations
