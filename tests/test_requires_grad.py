@@ -223,7 +223,16 @@ def overwrite_after_a_write_through_a_view(a, b):
     return x
 
 
-@pytest.mark.parametrize("fn", [overwrite_a_differentiated_intermediate, overwrite_after_a_write_through_a_view])
+def zero_a_differentiated_intermediate(a, b):
+    x = a * 2
+    x.zero_()  # zeros_like(x) reads x's shape, not its data: an overwrite (found_8b056c179fa2)
+    return x + b
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [overwrite_a_differentiated_intermediate, overwrite_after_a_write_through_a_view, zero_a_differentiated_intermediate],
+)
 @pytest.mark.parametrize("b_requires_grad", [True, False], ids=["b-requires-grad", "b-does-not"])
 def test_an_overwritten_differentiated_value_keeps_its_history_at_zero_gradient(fn, b_requires_grad):
     # eager: a.grad zeros (not None), and x requires grad even where b does not (a backward runs)

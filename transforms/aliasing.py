@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterable
 import thunder.torch as ltorch
 from thunder.core import dtypes, prims
 from thunder.core.prims import PrimIDs
-from thunder.core.proxies import TensorProxy
+from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import get_source_line
 from thunder.executors import torchex
@@ -78,6 +78,16 @@ def data_args(bsym: BoundSymbol) -> list[TensorProxy]:
         return [t for t in tensor_args(bsym) if t.name in read]
     ordering_only = {p.name for p in bsym.kwargs.get("after", ())} if is_copy_to_out(bsym) else set()
     return [t for t in tensor_args(bsym) if t.name not in ordering_only]
+
+
+def decomposed_data_args(bsym: BoundSymbol) -> list[Proxy]:
+    """The arguments whose data ``bsym`` reads: those the prims of its decomposition take (all, for an op thunder
+    does not decompose). ``full_like(x, v)`` reads none: it is ``full(x.shape, v)``, and once a later pass traces
+    it so, nothing orders it after ``x``'s producer."""
+    if not bsym.subsymbols:
+        return bsym.flat_proxy_args
+    read = {p.name for sub in bsym.subsymbols for p in decomposed_data_args(sub)}
+    return [p for p in bsym.flat_proxy_args if p.name in read]
 
 
 def tensor_outs(bsym: BoundSymbol) -> list[TensorProxy]:

@@ -20,7 +20,7 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    read the target's storage since its last write, except those ``computed`` already reads data of.
    It is a dataflow edge: no pass that respects dataflow can move the write above such a reader. An
    op that takes a tensor for its shape alone (``full_like``: thunder decomposes it into a ``full`` of
-   constants) is no such dependency, so a reader behind it stays in ``after`` (``data_args``).
+   constants) is no such dependency, so a reader behind it stays in ``after`` (``aliasing.decomposed_data_args``).
 3. *A failure leaves targets as eager leaves them.* ``after`` also holds the result of every op
    before the in-place op, in program order, that may fail at runtime (``may_fail_at_runtime``:
    an index out of range), so such a failure always comes before the write. And a pending write
@@ -73,6 +73,7 @@ from thunder_ext.executors.torch_inplace import checked_assert
 from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
     Aliases,
+    decomposed_data_args,
     is_index_like,
     is_update_aliases,
     is_view_op,
@@ -119,16 +120,6 @@ class _Tensor:
 
     value: Proxy | None = None  # its current value, where a write changed it
     synced: str | None = None  # the landed write of its storage that its current name follows
-
-
-def data_args(bsym: BoundSymbol) -> list[Proxy]:
-    """The arguments whose data ``bsym`` reads: those the prims of its decomposition take (all, for an op thunder
-    does not decompose). ``full_like(x, v)`` reads none: it is ``full(x.shape, v)``, and once a later pass traces
-    it so, nothing orders it after ``x``'s producer."""
-    if not bsym.subsymbols:
-        return bsym.flat_proxy_args
-    read = {p.name for sub in bsym.subsymbols for p in data_args(sub)}
-    return [p for p in bsym.flat_proxy_args if p.name in read]
 
 
 @dataclass
@@ -184,7 +175,7 @@ class _Functionalizer:
         seen, stack = set(), [p]
         while stack:
             bsym = self.producer.get(stack.pop(), None)
-            for a in data_args(bsym) if bsym is not None else ():
+            for a in decomposed_data_args(bsym) if bsym is not None else ():
                 if a.name not in seen:
                     seen.add(a.name)
                     stack.append(a)

@@ -26,7 +26,13 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
-from thunder_ext.transforms.aliasing import Aliases, tensor_args, tensor_outs, thunder_inplace_write
+from thunder_ext.transforms.aliasing import (
+    Aliases,
+    decomposed_data_args,
+    tensor_args,
+    tensor_outs,
+    thunder_inplace_write,
+)
 
 
 def traced_without_grad(bsym: BoundSymbol) -> bool:
@@ -73,7 +79,8 @@ def overwrites_of_differentiated_values(trace: TraceCtx, aliases: Aliases) -> se
         write = thunder_inplace_write(bsym)
         if write is not None and aliases.storage_key(write[1]) in carrying:
             old = set(aliases.sharing_storage(write[1]))
-            if not any(p.name in old for functional in bsym.subsymbols[:-1] for p in functional.flat_proxy_args):
+            read = (p.name for functional in bsym.subsymbols[:-1] for p in decomposed_data_args(functional))
+            if not old.intersection(read):  # ``zero_``'s ``zeros_like(x)`` reads x's shape, not its data
                 overwrites.add(index)
     return overwrites
 

@@ -1,4 +1,4 @@
-# found under SinkReads: a setitem and a fill_ of an argument that requires no grad, in a differentiated trace: the fill's full_like took the setitem's result for its shape alone, so functionalize left the setitem out of the write's `after`, and once thunder traced the full_like as a full of constants nothing ordered the setitem before the write (InplaceOrderingError, loud); fixed: `after` skips only readers whose data the computed value reads (functionalize.data_args)
+# found under SinkReads: a setitem and a fill_ of an argument that requires no grad, in a differentiated trace: the fill's full_like took the setitem's result for its shape alone, so functionalize left the setitem out of the write's `after`, and once thunder traced the full_like as a full of constants nothing ordered the setitem before the write (InplaceOrderingError, loud); fixed: `after` skips only readers whose data the computed value reads (aliasing.decomposed_data_args)
 # thunder_ext.transforms.prove_inplace.InplaceOrderingError: `copy_with_setitem_impl` reads `t46`, which shares storage with `t46`, after `t55 = copy_to_out_(..., out=t46)` overwrote it
 # grad setting: grad [0]
 import torch
