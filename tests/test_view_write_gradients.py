@@ -209,6 +209,12 @@ def argument_read_through_another_view_after_a_write(buf, a):
     return w * 3
 
 
+def argument_read_through_its_diagonal_taken_before_a_write(buf, a):
+    d = buf.diagonal()
+    buf.add_(-2.0)  # thunder's autodiff makes the diagonal a copy: it read buf's old diagonal
+    return d.unsqueeze(0) * a
+
+
 def argument_written_with_a_value_that_needs_no_grad_after_a_differentiated_one(buf, a):
     buf.copy_(a * 2)
     buf[0:2].fill_(1.0)  # eager's gradient of buf's read is zero there
@@ -248,6 +254,11 @@ PROGRAMS = [
     (argument_read_through_a_view_taken_before_the_write, lambda: [torch.randn(3), torch.randn(2)], (False, True)),
     (argument_read_after_a_write_through_its_view, lambda: [torch.randn(4), torch.randn(2)], (False, True)),
     (argument_read_through_another_view_after_a_write, lambda: [torch.randn(3), torch.randn(3)], (False, True)),
+    (
+        argument_read_through_its_diagonal_taken_before_a_write,
+        lambda: [torch.randn(3, 3), torch.randn(3)],
+        (False, True),
+    ),
     (
         argument_written_with_a_value_that_needs_no_grad_after_a_differentiated_one,
         lambda: [torch.randn(3), torch.randn(3)],

@@ -10,7 +10,7 @@ write takes one of three forms:
   the checker reports thunder's copy as thunder's (``prove_inplace``);
 - into a storage whose writes thunder's form would differentiate wrongly (an intermediate's that a view makes
   observable, an argument's requiring no grad read past its last write through another of its tensors, or
-  written through ``diagonal``): scattered into its base before autodiff, or refused
+  written or read through ``diagonal``): scattered into its base before autodiff, or refused
   (``view_writes.scattered_storages``, which asks this module what is differentiated);
 - any other: a ``copy_to_out_`` with its gradient rule.
 

@@ -29,8 +29,9 @@ The storage of an argument that requires no grad is scattered too where thunder'
 gradient: where it is written through ``diagonal``, which thunder's autodiff makes a copy (thunder's form filled the
 copy: the write was lost), and where, once a differentiated value is written into it, a tensor of it is read that
 the last write does not make (a view taken before the write, the base after a write through a view: thunder
-renames it with ``update_aliases``, whose gradient passes its old value's). Its final value is then written back
-into it. Reads of the written tensor and of views made of it after the write (a KV cache written in a forward
+renames it with ``update_aliases``, whose gradient passes its old value's), and where a ``diagonal`` view of it,
+which thunder's autodiff makes a copy, is read past a write of it (the copy holds the old value, whatever the
+gradient). Its final value is then written back into it. Reads of the written tensor and of views made of it after the write (a KV cache written in a forward
 with grad) leave the storage as traced, its writes in place.
 
 In any trace, differentiated or not, the storage of an intermediate written through a chain of two ``diagonal``s
@@ -205,6 +206,33 @@ def _read_stale_after_a_differentiated_write(
     return False
 
 
+def _copied_view_read_past_a_write(
+    trace: TraceCtx, aliases: Aliases, storage: str, chains: dict[str, tuple[ViewStep, ...]]
+) -> bool:
+    """Whether a view of ``storage`` that thunder's autodiff makes a copy of (through ``diagonal``), made before a
+    write of it, or a view of such a view, is read after that write: thunder's autodiff decomposes every
+    ``diagonal`` of a trace it differentiates into a ``take``, so the copy holds the old value, silently
+    (``v = buf.diagonal(); buf.add_(-2.0); v * a``, ``a`` requiring grad: ``buf``'s old diagonal; the fuzzer's
+    ``requires_grad/found_bb7c78842b73``)."""
+    copied: set[str] = set()  # tensor keys of such views, made so far
+    stale: set[str] = set()  # of those, the ones made before a write since, and views of them
+    for bsym in trace.bound_symbols:
+        ours = [t for t in tensor_args(bsym) if aliases.storage_key(t) == storage]
+        if not ours or is_update_aliases(bsym):
+            continue
+        if _makes_a_view(bsym):
+            outs = {aliases.tensor_key(t) for t in tensor_outs(bsym)}
+            copied |= {k for k in outs if any(thunder_op_id(b) in _COPIED_BY_AUTODIFF for b, _ in chains.get(k, ()))}
+            if aliases.tensor_key(ours[0]) in stale:
+                stale |= outs
+            continue
+        if any(aliases.tensor_key(t) in stale for t in ours):
+            return True
+        if (write := thunder_inplace_write(bsym)) is not None and aliases.storage_key(write[1]) == storage:
+            stale |= copied
+    return False
+
+
 def _returned_apart_by_inductor(chain: tuple[ViewStep, ...]) -> bool:
     """Whether torch 2.9.1's torch.compile may return ``chain``'s view of a tensor its graph makes as a tensor of its
     own, which a write after the graph does not reach: a chain through two ``diagonal``s (``r.diagonal().unsqueeze(0)
@@ -254,12 +282,32 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
             _refuse_inexact_gradients(through_views, [(w, c) for w, _, c in writes if traced_without_grad(w)])
             scattered.add(storage)
         elif (
-            storage not in arguments
-            and any(_returned_apart_by_inductor(c) for *_, c in writes)
+            _value_lost(trace, aliases, storage, chains, writes, arguments, differentiated)
             and not any(_refusal(c) for *_, c in writes)  # a chain whose index cannot be computed stays as traced
         ):
             scattered.add(storage)
     return scattered
+
+
+def _value_lost(
+    trace: TraceCtx,
+    aliases: Aliases,
+    storage: str,
+    chains: dict[str, tuple[ViewStep, ...]],
+    writes: list,
+    arguments: dict[str, list[TensorProxy]],
+    differentiated: set[int] | None,
+) -> bool:
+    """Whether a value read of ``storage`` (``writes`` its writes) would be wrong as traced, whatever its gradient:
+    an intermediate's written through a view that torch.compile returns apart from it, or, where thunder
+    differentiates the trace, an argument's (one, requiring no grad) read through a copy autodiff makes of a view."""
+    if storage not in arguments:
+        return any(_returned_apart_by_inductor(c) for *_, c in writes)
+    return (
+        differentiated is not None
+        and not _written_by_autodiff_as_traced(arguments[storage])
+        and _copied_view_read_past_a_write(trace, aliases, storage, chains)
+    )
 
 
 def _refuse_inexact_gradients(through_views: list, without_grad: list) -> None:
