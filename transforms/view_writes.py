@@ -31,8 +31,8 @@ copy: the write was lost), and where, once a differentiated value is written int
 the last write does not make (a view taken before the write, the base after a write through a view: thunder
 renames it with ``update_aliases``, whose gradient passes its old value's), and where a ``diagonal`` view of it,
 which thunder's autodiff makes a copy, is read past a write of it (the copy holds the old value, whatever the
-gradient). Its final value is then written back into it. Reads of the written tensor and of views made of it after the write (a KV cache written in a forward
-with grad) leave the storage as traced, its writes in place.
+gradient). Its final value is then written back into it. Reads of the written tensor and of views made of it
+after the write (a KV cache written in a forward with grad) leave the storage as traced, its writes in place.
 
 In any trace, differentiated or not, the storage of an intermediate written through a chain of two ``diagonal``s
 is scattered too: torch 2.9.1's torch.compile returns such a view of a tensor its graph makes as a tensor of its
@@ -244,8 +244,9 @@ def _returned_apart_by_inductor(chain: tuple[ViewStep, ...]) -> bool:
 def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
     """The storages (``Aliases.storage_key``) to scatter in ``trace``: where thunder differentiates it, those of
     intermediates that a differentiated write reaches through a view, or that have a view made before such a write,
-    and those of arguments requiring no grad that thunder's form of their writes would differentiate wrongly; in any
-    trace, those of intermediates written through a view that torch.compile may return apart from them.
+    and those of arguments requiring no grad that thunder's form of their writes would differentiate wrongly or
+    read stale (``_value_lost``); in any trace, those of intermediates written through a view that torch.compile may
+    return apart from them.
 
     Raises ``ViewWriteGradientError`` for a differentiated write whose chain the rule refuses."""
     arguments = _argument_storages(trace, aliases)
