@@ -364,11 +364,14 @@ def _steps(chain: tuple[ViewStep, ...]) -> ViewSteps:
     return tuple(steps)
 
 
-def _scatter(base: TensorProxy, chain: tuple[ViewStep, ...], value: TensorProxy) -> TensorProxy:
-    """``base`` with ``chain(base)`` replaced by ``value``, as one ``index_copy`` of its flattened elements."""
+def _scatter(base: TensorProxy, chain: tuple[ViewStep, ...], value: TensorProxy, *, in_place: bool) -> TensorProxy:
+    """``base`` with ``chain(base)`` replaced by ``value``, as one ``index_copy`` of its flattened elements: in place
+    if ``in_place`` (functionalization makes it a write into all of ``base``, which the checker decides as any
+    other), else into a new tensor."""
     numel = math.prod(base.shape)
     positions = view_positions(tuple(base.shape), _steps(chain), base.device, numel=math.prod(value.shape))
-    flat = ltorch.index_copy(ltorch.reshape(base, (numel,)), 0, positions, ltorch.reshape(value, (-1,)))
+    index_copy = ltorch.index_copy_ if in_place else ltorch.index_copy
+    flat = index_copy(ltorch.reshape(base, (numel,)), 0, positions, ltorch.reshape(value, (-1,)))
     return ltorch.reshape(flat, base.shape)
 
 
@@ -420,8 +423,8 @@ class _Scatterer:
 
         def scatter() -> TensorProxy:
             new = as_written_into(computed, old)
-            if chain:
-                return _scatter(self.base[storage], chain, new)
+            if chain:  # an argument's base is written once, at the end (``write_back``)
+                return _scatter(self.base[storage], chain, new, in_place=storage not in self.arguments)
             # the base overwritten (``x.copy_(y)``): eager's graph keeps the old value's history (zero gradient)
             return keeping_history(new, old) if index in self.overwrites else new
 
