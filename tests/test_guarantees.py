@@ -197,6 +197,21 @@ def test_a_write_nothing_observes_is_dropped(executor_set, copy_source_still_rea
     assert writes_in(functionalized_trace(jfn)) == []
 
 
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_a_write_landed_for_a_view_whose_shape_alone_is_read_is_dropped(executor_set, requires_grad):
+    # the view lands the write (rule 1), and zeros_like reads its shape only: nothing reads the written data; kept in
+    # a differentiated trace, such a write had no reader and thunder's split put it into the backward
+    # (requires_grad/found_1d1b4a33fc2e)
+    def f(x):
+        r = x * 2
+        r.mul_(3)
+        v = r.view(-1)
+        return torch.zeros_like(v) + x
+
+    jfn = assert_matches_eager(f, torch.randn(3, requires_grad=requires_grad))
+    assert writes_in(functionalized_trace(jfn)) == []
+
+
 def test_copy_to_out_meta_rejects_mismatches_naming_both_tensors():
     from thunder_ext.primitive import CopyToOutError
 

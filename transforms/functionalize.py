@@ -15,7 +15,8 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    the program still names both storages later, the write lands at once, since deferring it would
    let a later write to ``y`` change what readers of ``x`` see. Names resolve by the tensor they
    denote, so writing ``x`` again never renames ``y``. A write to storage that nothing observes
-   afterwards (an intermediate the trace neither reads nor returns) is dead and dropped.
+   afterwards (an intermediate the trace neither reads nor returns) is dead and dropped, also where it
+   landed for a view of which nothing reads more than the shape (``_without_unread_writes``).
 2. *Readers of the old value run before the write.* ``after`` holds the result of every op that
    read the target's storage since its last write, except those ``computed`` already reads data of.
    It is a dataflow edge: no pass that respects dataflow can move the write above such a reader. An
@@ -74,6 +75,7 @@ from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import (
     Aliases,
     decomposed_data_args,
+    is_copy_to_out,
     is_index_like,
     is_update_aliases,
     is_view_op,
@@ -388,5 +390,37 @@ def functionalize_writes(trace: TraceCtx) -> TraceCtx:
         overwrites_of_differentiated_values(trace, aliases),
     )
     new_trace.bound_symbols = functionalizer.run(trace.bound_symbols)
+    new_trace = _without_unread_writes(new_trace)
     new_trace.set_provenance(TraceProvenance("thunder_ext: functionalize writes into copy_to_out_"))
     return new_trace
+
+
+def _without_unread_writes(trace: TraceCtx) -> TraceCtx:
+    """``trace`` without the writes into an intermediate's storage whose data nothing reads afterwards, by any name,
+    and that no later write is ordered after: rule 1's dead writes, where one landed for a view of which a later
+    op reads the shape only (``x[0:1].mul_(2)`` scattered into ``x``, then ``x.fill_(1)``: ``full_like`` of the
+    view). Kept, such a write's result would have no reader, and thunder 0.2.6's split of a differentiated
+    trace would put the write into the backward. A later op that names a dropped write's result names its
+    target instead: the same shape, and nothing reads its data."""
+    bsyms = trace.bound_symbols
+    aliases = Aliases(bsyms)
+    read = {aliases.storage_key(a) for a in trace.args if isinstance(a, TensorProxy)}  # the caller's storages
+    ordered: set[str] = set()  # the results that later writes are ordered after
+    dropped: dict[str, BoundSymbol] = {}
+    for bsym in reversed(bsyms):
+        if is_copy_to_out(bsym):
+            if aliases.storage_key(bsym.kwargs["out"]) not in read and bsym.output.name not in ordered:
+                dropped[bsym.output.name] = bsym
+                continue
+            read.add(aliases.storage_key(bsym.args[0]))
+            ordered.update(p.name for p in bsym.kwargs.get("after", ()))
+        elif not (is_view_op(bsym) or is_update_aliases(bsym)):  # a view or a rename names storage, reads none
+            read.update(aliases.storage_key(t) for t in decomposed_data_args(bsym) if isinstance(t, TensorProxy))
+    if not dropped:
+        return trace
+    targets = {variableify(w.output): w.kwargs["out"] for w in dropped.values()}
+    new_trace = from_trace(trace)
+    new_trace.bound_symbols = [
+        b.from_bsym_swap_proxies(targets) for b in bsyms if all(b is not w for w in dropped.values())
+    ]
+    return dce(new_trace)

@@ -185,11 +185,11 @@ def _follow_new_value(op: BoundSymbol, new: set[str]) -> None:
         new.update(o.name for o in tensor_outs(op))
 
 
-def _producer_blocker(producer: BoundSymbol, out: TensorProxy, aliases: Aliases) -> str | None:
-    """Why ``producer`` cannot compute straight into ``out``'s storage, or None if it can."""
+def _producer_blocker(producer: BoundSymbol, computed: TensorProxy, out: TensorProxy, aliases: Aliases) -> str | None:
+    """Why ``producer`` cannot compute ``computed`` straight into ``out``'s storage, or None if it can."""
     name = producer.sym.name
-    if unpacks_an_argument(producer):
-        return f"`{producer.output.name}` is an argument: no op computes it, and the write is its copy"
+    if unpacks_an_argument(producer):  # one of several, where it unpacks a sequence
+        return f"`{computed.name}` is an argument: no op computes it, and the write is its copy"
     if inplace_form(producer) is None:
         return f"`{name}` has no in-place form"
     if len(producer.flat_proxy_outs) != 1:
@@ -278,7 +278,7 @@ def _decide(index: TraceIndex, j: int) -> tuple[InplaceDecision, _InPlace | None
     i = index.producer(computed)
     if i is None or i > j or ops[i] is None:
         return copy(f"`{computed.name}` is not computed in this trace")
-    if (blocker := _producer_blocker(ops[i], out, aliases)) is not None:
+    if (blocker := _producer_blocker(ops[i], computed, out, aliases)) is not None:
         return copy(blocker)
     consumers = [s for s in index.slots(index.readers(computed)) if s != i and index.takes(s, computed)]
     if consumers == [j] and _first_overwrite_of_inputs(index, i, j) is None:
