@@ -215,6 +215,18 @@ def argument_read_through_its_diagonal_taken_before_a_write(buf, a):
     return d.unsqueeze(0) * a
 
 
+def argument_computed_from_after_a_write_through_its_view(buf, a):
+    buf.t().add_(a)
+    buf.mul_(3.0)  # computes from buf past the write through its view: thunder renamed buf, a's gradient missed it
+    return buf * 1.0
+
+
+def argument_masked_after_a_write_through_its_view(buf, a, mask):
+    buf.t().add_(a)
+    buf.masked_fill_(mask, -2.0)  # requires_grad/found_ec7d9da96264: silently wrong, or thunder's AssertionError
+    return buf * 1.0
+
+
 def argument_written_with_a_value_that_needs_no_grad_after_a_differentiated_one(buf, a):
     buf.copy_(a * 2)
     buf[0:2].fill_(1.0)  # eager's gradient of buf's read is zero there
@@ -263,6 +275,12 @@ PROGRAMS = [
         argument_written_with_a_value_that_needs_no_grad_after_a_differentiated_one,
         lambda: [torch.randn(3), torch.randn(3)],
         (False, True),
+    ),
+    (argument_computed_from_after_a_write_through_its_view, lambda: [torch.randn(2, 3), torch.randn(2)], (False, True)),
+    (
+        argument_masked_after_a_write_through_its_view,
+        lambda: [torch.randn(2, 3), torch.randn(2), torch.rand(2, 3) > 0.5],
+        (False, True, False),
     ),
 ]
 

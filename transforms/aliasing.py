@@ -179,6 +179,12 @@ def thunder_inplace_write(bsym: BoundSymbol) -> tuple[TensorProxy, TensorProxy] 
     return None
 
 
+def functional_reads(write: BoundSymbol) -> set[str]:
+    """The names whose data the functional part of thunder's in-place op ``write`` reads: its target's for ``mul_``,
+    ``masked_fill_``; not for ``zero_`` (``zeros_like(x)`` reads the shape), ``fill_``, ``copy_``."""
+    return {p.name for functional in write.subsymbols[:-1] for p in decomposed_data_args(functional)}
+
+
 def fused_writes(bsym: BoundSymbol) -> list[BoundSymbol]:
     """The ``copy_to_out_`` that a fusion (an nvFuser region) runs inside it; none for any other bound symbol."""
     return [s for s in bsym.subsymbols if is_copy_to_out(s)] if bsym.sym.is_fusion else []

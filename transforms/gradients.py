@@ -26,13 +26,7 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
-from thunder_ext.transforms.aliasing import (
-    Aliases,
-    decomposed_data_args,
-    tensor_args,
-    tensor_outs,
-    thunder_inplace_write,
-)
+from thunder_ext.transforms.aliasing import Aliases, functional_reads, tensor_args, tensor_outs, thunder_inplace_write
 
 
 def traced_without_grad(bsym: BoundSymbol) -> bool:
@@ -77,11 +71,13 @@ def overwrites_of_differentiated_values(trace: TraceCtx, aliases: Aliases) -> se
     overwrites = set()
     for index, bsym, carrying, _ in _differentiated_ops(trace, aliases):
         write = thunder_inplace_write(bsym)
-        if write is not None and aliases.storage_key(write[1]) in carrying:
-            old = set(aliases.sharing_storage(write[1]))
-            read = (p.name for functional in bsym.subsymbols[:-1] for p in decomposed_data_args(functional))
-            if not old.intersection(read):  # ``zero_``'s ``zeros_like(x)`` reads x's shape, not its data
-                overwrites.add(index)
+        # ``zero_``'s ``zeros_like(x)`` reads x's shape, not its data
+        if (
+            write is not None
+            and aliases.storage_key(write[1]) in carrying
+            and not functional_reads(bsym).intersection(aliases.sharing_storage(write[1]))
+        ):
+            overwrites.add(index)
     return overwrites
 
 

@@ -66,6 +66,7 @@ from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder_ext.executors.torch_inplace import ViewSteps, view_positions
 from thunder_ext.transforms.aliasing import (
     Aliases,
+    functional_reads,
     is_update_aliases,
     is_view_op,
     located_at,
@@ -201,7 +202,8 @@ def _read_stale_after_a_differentiated_write(
             continue
         write = thunder_inplace_write(bsym)
         target = write[1] if write is not None and aliases.storage_key(write[1]) == storage else None
-        read = [t for t in ours if target is None or t.name != target.name]  # a write reads its target's old value
+        # a write reads its target where it computes from the old value (``mul_``), not its shape alone (``fill_``)
+        read = [t for t in ours if target is None or t.name != target.name or t.name in functional_reads(bsym)]
         if fresh is not None and any(aliases.tensor_key(t) not in fresh for t in read):
             return True
         if target is not None and (fresh is not None or index in differentiated):
