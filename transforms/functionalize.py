@@ -419,8 +419,7 @@ def _without_unread_writes(trace: TraceCtx) -> TraceCtx:
     if not dropped:
         return trace
     targets = {variableify(w.output): w.kwargs["out"] for w in dropped.values()}
+    gone = {id(w) for w in dropped.values()}
     new_trace = from_trace(trace)
-    new_trace.bound_symbols = [
-        b.from_bsym_swap_proxies(targets) for b in bsyms if all(b is not w for w in dropped.values())
-    ]
+    new_trace.bound_symbols = [b.from_bsym_swap_proxies(targets) for b in bsyms if id(b) not in gone]
     return dce(new_trace)
