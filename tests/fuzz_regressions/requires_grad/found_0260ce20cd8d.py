@@ -1,4 +1,4 @@
-# known failure under torch_compile: thunder's torch.compile fusion pass fails to build a region (RuntimeError: "Trying to add the name t75 to a trace, but that name is already used"): the region takes as an input a name one of its own update_aliases makes, so the trace the extension hands it names a tensor twice; loud; at f820576 too; stock thunder.jit with the executor runs the program. Found by the fuzzer (seed 21, 2026-11-27, after about 3,200 programs, at 61ab3e4); not diagnosed further, not fixed
+# known failure under torch_compile: thunder's torch.compile fusion pass fails to build a region (RuntimeError: "Trying to add the name t75 to a trace, but that name is already used"): thunder's rematerialization recomputes a two-output update_aliases in a region that keeps one of its outputs as an input (with rematerialization off the program runs); loud; at f820576 too; stock thunder.jit with the executor runs the program. Found by the fuzzer (seed 21, 2026-11-27, after about 3,200 programs, at 61ab3e4); not fixed
 # RuntimeError: Trying to add the name t75 to a trace, but that name is already used
 # grad setting: grad [3]
 import torch
