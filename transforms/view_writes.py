@@ -40,7 +40,8 @@ after the write (a KV cache written in a forward with grad) leave the storage as
 In any trace, differentiated or not, the storage of an intermediate written through a chain of two or more views
 with a ``diagonal`` among them is scattered too: torch 2.9.1's torch.compile may return such a view of a tensor its
 graph makes as a tensor of its own, so where thunder's torch.compile executor makes the chain in a region and the
-write runs after it, the write was lost (``_returned_apart_by_inductor``). Where the chain's index cannot be computed, it is left as traced.
+write runs after it, the write was lost (``_returned_apart_by_inductor``). Where the chain's index cannot be
+computed, it is left as traced.
 
 Left as they are: a chain through a tensor-indexed ``getitem`` (a copy in eager, no view), a storage of an
 integer dtype in a differentiated trace (no gradient), every other argument's storage (``functionalize`` rule 5).
@@ -246,8 +247,8 @@ def _returned_apart_by_inductor(chain: tuple[ViewStep, ...]) -> bool:
     is a view of ``r = a * 2`` and a tensor of its own of ``r = a.t() * 2`` (the fuzzer's ``requires_grad/
     found_7e9cf5749b8a``, ``found_6925ffcdff2c``). Of 600 chains of one or two views of six layouts of an
     intermediate (``scripts/probe_inductor_view_outputs.py``), every one returned apart where eager returns a view
-    had two views, one a ``diagonal`` or an ``unfold`` (which thunder does not trace); views of the graph's inputs
-    always come back views."""
+    had two views or more, one a ``diagonal`` or an ``unfold`` (which thunder does not trace); views of the graph's
+    inputs always come back views."""
     return len(chain) > 1 and any(thunder_op_id(b) == ltorch.diagonal.id for b, _ in chain)
 
 
