@@ -18,8 +18,10 @@
 # ".gpu-kit":  bash scripts/gpu_check.sh
 # GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run; results go to $OUT (else /tmp/gpu-check).
 # GPU_CHECK_STEPS picks steps (default "probe tests thunder-suite adam generate fuzz"; also "compile-profile":
-# scripts/gpu_compile_profile.py); GPU_CHECK_WORKERS the test step's pytest workers (4); GPU_CHECK_K a -k expression
-# choosing its tests (all by default); GPU_CHECK_GENERATE the generate runs, "MODEL LENGTH RUNNERS" separated by ";".
+# scripts/gpu_compile_profile.py, and "inductor-views": scripts/probe_inductor_view_outputs.py on this device);
+# GPU_CHECK_WORKERS the test step's pytest workers (4); GPU_CHECK_K a -k expression choosing its tests (all by
+# default); GPU_CHECK_GENERATE the generate runs, "MODEL LENGTH RUNNERS" separated by ";"; GPU_CHECK_FUZZ the fuzz
+# runs, "EXECUTOR_SET SEED grad|no-grad" separated by ";" (default "defaults 1 no-grad;defaults 3 grad").
 # For a dry run on a CPU machine: GPU_CHECK_DEVICE=cpu GPU_CHECK_PYTHON=.venv/bin/python (no kit, no install).
 
 set -u
@@ -97,19 +99,29 @@ FUZZ_K="test_random_inplace_programs_match_eager and not fake"
 # collecting that folder on several workers, does not see it change (it did: "Different tests were collected")
 FUZZ_TREE=/tmp/gpu-check-fuzz-tree
 rm -rf "$FUZZ_TREE" && mkdir -p "$FUZZ_TREE" && cp -rp tests pyproject.toml "$FUZZ_TREE"/  # -p: only new files are newer
-want fuzz && for seed in 1 3; do  # 3: inputs that require grad
-    run "fuzz seed $seed" "/tmp/gpu-check-fuzz-$seed.log" nice -n 15 env -C "$FUZZ_TREE" THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
-        THUNDER_EXT_FUZZ_EXAMPLES=100000 THUNDER_EXT_FUZZ_TALLY="/tmp/gpu-check-fuzz-$seed.tally" \
+IFS=';' read -ra FUZZ_RUNS <<<"${GPU_CHECK_FUZZ:-defaults 1 no-grad;defaults 3 grad}"
+want fuzz || FUZZ_RUNS=()
+for fuzz in "${FUZZ_RUNS[@]}"; do
+    set -- $fuzz  # executor set, seed, grad or no-grad
+    run "fuzz $fuzz" "/tmp/gpu-check-fuzz-$1-$2.log" nice -n 15 env -C "$FUZZ_TREE" THUNDER_EXT_FUZZ_DEVICE="$DEVICE" \
+        THUNDER_EXT_FUZZ_EXAMPLES=100000 THUNDER_EXT_FUZZ_TALLY="/tmp/gpu-check-fuzz-$1-$2.tally" \
         "${PY[@]}" -m pytest tests/test_fuzz_against_eager.py -q -p no:cacheprovider -p no:randomly \
-        --executor-set defaults -k "$FUZZ_K and $([ $seed = 3 ] && echo '' || echo not) require_grad" \
-        --hypothesis-seed=$seed --hypothesis-show-statistics
+        --executor-set "$1" -k "$FUZZ_K and $([ "$3" = grad ] || echo not) require_grad" \
+        --hypothesis-seed="$2" --hypothesis-show-statistics
+done
+# which views of a graph's intermediate Inductor returns apart on this device: a row per layout, side by side
+want inductor-views && for layout in "a * 1.5" "a.transpose(0, 2) * 1.5" "a.diagonal() * 1.5" \
+    "a.permute(1, 2, 0) * 1.5" "a[:, ::2] * 1.5" "a.sum(0) * 1.5"; do
+    run "inductor views of $layout" "$R/inductor_views.log" "${PY[@]}" scripts/probe_inductor_view_outputs.py \
+        --device "$DEVICE" --layout "$layout"
 done
 wait "${STEPS[@]}"
 want fuzz && {
-    for seed in 1 3; do
-        echo "== fuzz seed $seed ($([ $seed = 3 ] && echo 'inputs that require grad' || echo 'no grad'))"
-        sort "/tmp/gpu-check-fuzz-$seed.tally" 2>/dev/null | uniq -c
-        tail -n 40 "/tmp/gpu-check-fuzz-$seed.log"
+    for fuzz in "${FUZZ_RUNS[@]}"; do
+        set -- $fuzz
+        echo "== fuzz $fuzz (executor set, seed, inputs that require grad or not)"
+        sort "/tmp/gpu-check-fuzz-$1-$2.tally" 2>/dev/null | uniq -c
+        tail -n 40 "/tmp/gpu-check-fuzz-$1-$2.log"
     done
     echo "== failing programs saved"
     find "$FUZZ_TREE/tests/fuzz_regressions" -type f -newer /tmp/gpu-check-start | while read -r path; do

@@ -1,15 +1,18 @@
 """Which views of a graph's intermediate plain torch.compile returns as a tensor of its own, under ``no_grad``.
 
     python scripts/probe_inductor_view_outputs.py   # a table: each layout of the intermediate, the chains returned apart
+    python scripts/probe_inductor_view_outputs.py --device cuda --layout "a * 1.5"   # one row, on CUDA
 
 A graph ``r = layout(a); return r, chain(r)`` is compiled for each of six layouts of ``r`` and each chain of one or
 two of ten views; a chain counts where eager returns it as a view of ``r`` and torch.compile's result shares no
 storage with its ``r``. ``transforms/view_writes.py``'s ``_returned_apart_by_inductor`` rests on this table: a write
-after the graph through such a chain would miss ``r``. torch 2.9.1 on the CPU (docs/design.md records the result).
+after the graph through such a chain would miss ``r``. torch 2.9.1 on the CPU (docs/design.md records the result);
+on CUDA (Triton) the GPU check runs a row per process (docs/gpu.md).
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import logging
 import warnings
@@ -43,7 +46,7 @@ def shares_storage(x: torch.Tensor, y: torch.Tensor) -> bool:
     return x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()
 
 
-def returned_apart(layout: Callable, chain: tuple[str, ...]) -> bool | None:
+def returned_apart(layout: Callable, chain: tuple[str, ...], device: str) -> bool | None:
     """Whether torch.compile returns ``chain`` of ``layout(a)`` apart from it; None where eager makes no view."""
 
     def graph(a):
@@ -53,7 +56,7 @@ def returned_apart(layout: Callable, chain: tuple[str, ...]) -> bool | None:
             v = VIEWS[name](v)
         return r, v
 
-    a = torch.randn(4, 4, 2)
+    a = torch.randn(4, 4, 2, device=device)
     if not shares_storage(*graph(a)):
         return None  # a copy in eager too (``reshape`` of a strided tensor)
     torch._dynamo.reset()
@@ -62,15 +65,21 @@ def returned_apart(layout: Callable, chain: tuple[str, ...]) -> bool | None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--layout", action="append", choices=LAYOUTS, help="only these rows (all by default)")
+    options = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch._logging.set_logs(dynamo=logging.CRITICAL, inductor=logging.CRITICAL)
     tried = 0
-    print(f"torch {torch.__version__}\n\n| intermediate `r` | chains returned apart from `r` |\n|---|---|")
-    for name, layout in LAYOUTS.items():
-        apart = []
+    print(
+        f"torch {torch.__version__}, {options.device}\n\n| intermediate `r` | chains returned apart from `r` |\n|---|---|"
+    )
+    for name in options.layout or LAYOUTS:
+        layout, apart = LAYOUTS[name], []
         for n in (1, 2):
             for chain in itertools.product(VIEWS, repeat=n):
-                outcome = returned_apart(layout, chain)
+                outcome = returned_apart(layout, chain, options.device)
                 tried += outcome is not None
                 if outcome:
                     apart.append("`r" + "".join(chain) + "`")

@@ -278,7 +278,14 @@ def test_cuda_graphs_over_the_growing_cache_decode_eagers_tokens_across_generate
 # Differentiated writes through views (tests/test_view_write_gradients.py), on the GPU: the scatters they become
 # run in nvFuser's regions or on the PyTorch executor, forward and backward.
 
-from test_view_write_gradients import PROGRAMS, assert_gradients_match_eager, check_training_steps  # noqa: E402
+from test_view_write_gradients import (  # noqa: E402
+    PROGRAMS,
+    assert_gradients_match_eager,
+    check_training_steps,
+    slice_mul,
+    written_then_read_through_views_made_after,
+    written_through_a_view_then_read_through_it,
+)
 
 ON_CUDA = [p for p in PROGRAMS if p[0].__name__ != "into_a_base_that_needs_no_grad"]  # it makes its base on the CPU
 
@@ -292,6 +299,22 @@ def test_a_differentiated_write_through_a_view_gets_eagers_gradient(fn, make_arg
 
 def test_a_training_step_through_views_matches_eager_for_three_steps(executors):
     check_training_steps(lambda m: thunder_ext.jit(m, executors=executors), device="cuda")
+
+
+IN_PLACE_ON_THE_CPU = [
+    # the slice's scatter into its intermediate base (an index_copy_ the regions' rules judge as any write)
+    (slice_mul, lambda: [cuda(3, requires_grad=True), cuda((), requires_grad=True)]),
+    # an argument read only through what its write wrote: thunder's own form, not scattered
+    (written_then_read_through_views_made_after, lambda: [cuda(4), cuda(2, requires_grad=True)]),
+    (written_through_a_view_then_read_through_it, lambda: [cuda(4), cuda(2, requires_grad=True)]),
+]
+
+
+@pytest.mark.parametrize("fn, make_args", IN_PLACE_ON_THE_CPU, ids=[p[0].__name__ for p in IN_PLACE_ON_THE_CPU])
+def test_a_differentiated_write_through_a_view_in_place_on_the_cpu_is_in_place_on_cuda(fn, make_args, executors):
+    jfn = assert_gradients_match_eager(fn, *make_args(), compile=lambda f: thunder_ext.jit(f, executors=executors))
+    decisions = thunder_ext.inplace_decisions(jfn)
+    assert decisions and all(d.how != "copy" for d in decisions), decisions
 
 
 # Every litgpt family (tests/test_litgpt_families.py) and HF family (tests/test_hf_families.py) through its
