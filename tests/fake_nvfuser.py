@@ -22,7 +22,8 @@ from thunder.core.trace import TraceCtx, from_trace, tracectx
 from thunder.core.transform_common import cse, dce
 from thunder.core.transforms import Transform
 from thunder.executors.data_dependent_partition import Node, fuse_bound_symbols
-from thunder.executors.passes import transform_for_execution, update_fusion_call_ctx
+from thunder.executors.passes import del_last_used, transform_for_execution, update_fusion_call_ctx
+from thunder.executors.pythonex import clear_mutable_collection
 from thunder.executors.torchex import ex as torch_ex
 from thunder.extend import FusionExecutor
 
@@ -165,7 +166,11 @@ class FakeFusionPass(Transform):
             bsyms.append(fake_nvfuser.fuse(fusion_region(inputs.values(), outputs, region_prims), i))
         new = from_trace(trace)
         new.bound_symbols = bsyms
-        return update_fusion_call_ctx(dce(rematerialize(new)))
+        fused = update_fusion_call_ctx(dce(rematerialize(new)))
+        # thunder fuses before it adds the dels and, in a backward, the clearing of its collections (which dce drops:
+        # they have no outputs); the stand-in runs after, so it adds them again
+        clears = any(b.sym.id == clear_mutable_collection.id for b in trace.bound_symbols)
+        return del_last_used(fused, clear_mutable_collections=clears)
 
 
 def fake_nvfuser_jit(fn, **kwargs):

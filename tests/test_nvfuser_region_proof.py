@@ -583,6 +583,19 @@ def test_a_write_through_a_view_other_than_a_contiguous_slice_is_given_back(f, k
         assert decision.how == "copy" and "is a view other than a contiguous slice" in decision.reason, decision
 
 
+def test_a_slice_the_pytorch_executor_runs_before_the_region_is_still_a_contiguous_slice():
+    # autodiff saves the slice's old value before the write, so the slice runs outside the region, as the PyTorch
+    # executor's implementation of prims.slice; on an H100 rule 6 took it for another view and gave the write back
+    from test_view_write_gradients import assert_gradients_match_eager, written_through_a_view_then_read_through_it
+
+    jfn = assert_gradients_match_eager(written_through_a_view_then_read_through_it, torch.randn(4),
+                                       torch.randn(2, requires_grad=True), compile=fake_nvfuser_jit)  # fmt: skip
+    (decision,) = thunder_ext.inplace_decisions(jfn)
+    assert decision.how == "in place in an nvFuser region", decision
+    outside = [b.sym.name for b in thunder.last_traces(jfn)[-1].bound_symbols if not b.sym.is_fusion]
+    assert "torch_slice_prim_impl" in outside, outside  # the case it pins
+
+
 def mul_into(x, y):
     x.mul_(y)
 

@@ -304,8 +304,12 @@ Box = tuple[tuple[int, int, int], ...]
 
 
 def _only_slice(bsym: BoundSymbol) -> BoundSymbol | None:
-    """The ``prims.slice`` that ``bsym`` amounts to (it, or its decomposition down to that prim alone)."""
+    """The ``prims.slice`` that ``bsym`` amounts to (it, its decomposition down to that prim alone, or an
+    executor's implementation of that prim, which takes the prim's arguments: the PyTorch executor's slice outside
+    a region, seen on an H100 as no slice at all)."""
     while bsym.sym.id != PrimIDs.SLICE:
+        if not bsym.subsymbols and thunder_op_id(bsym) == PrimIDs.SLICE:
+            return bsym
         if len(bsym.subsymbols) != 1:
             return None
         bsym = bsym.subsymbols[0]
