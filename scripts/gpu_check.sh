@@ -18,7 +18,8 @@
 # ".gpu-kit":  bash scripts/gpu_check.sh
 # GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run; results go to $OUT (else /tmp/gpu-check).
 # GPU_CHECK_STEPS picks steps (default "probe tests thunder-suite adam generate fuzz"; also "compile-profile":
-# scripts/gpu_compile_profile.py, and "inductor-views": scripts/probe_inductor_view_outputs.py on this device);
+# scripts/gpu_compile_profile.py; "inductor-views": scripts/probe_inductor_view_outputs.py on this device; "replay":
+# scripts/replay_on_device.py on the saved programs GPU_CHECK_REPLAY names, every CUDA one by default);
 # GPU_CHECK_WORKERS the test step's pytest workers (4); GPU_CHECK_K a -k expression choosing its tests (all by
 # default); GPU_CHECK_GENERATE the generate runs, "MODEL LENGTH RUNNERS" separated by ";"; GPU_CHECK_FUZZ the fuzz
 # runs, "EXECUTOR_SET SEED grad|no-grad" separated by ";" (default "defaults 1 no-grad;defaults 3 grad").
@@ -109,6 +110,9 @@ for fuzz in "${FUZZ_RUNS[@]}"; do
         --executor-set "$1" -k "$FUZZ_K and $([ "$3" = grad ] || echo not) require_grad" \
         --hypothesis-seed="$2" --hypothesis-show-statistics
 done
+# saved programs replayed against eager with and without nvFuser and with stock thunder, with their traces
+want replay && run "replay" "$R/replay.log" "${PY[@]}" scripts/replay_on_device.py --device "$DEVICE" \
+    ${GPU_CHECK_REPLAY:-tests/fuzz_regressions/cuda/*.py}
 # which views of a graph's intermediate Inductor returns apart on this device: a row per layout, side by side
 want inductor-views && for layout in "a * 1.5" "a.transpose(0, 2) * 1.5" "a.diagonal() * 1.5" \
     "a.permute(1, 2, 0) * 1.5" "a[:, ::2] * 1.5" "a.sum(0) * 1.5"; do

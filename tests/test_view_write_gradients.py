@@ -194,7 +194,8 @@ def differentiated_value_into_a_diagonal_of_an_argument_read_after(buf, y):
 
 def argument_read_through_a_view_taken_before_the_write(buf, a):
     v = buf.unsqueeze(1)
-    buf.index_copy_(0, torch.tensor([2, 0]), a * 2)  # thunder renamed v past the write: a's gradient missed v
+    # thunder renamed v past the write: a's gradient missed v
+    buf.index_copy_(0, torch.tensor([2, 0], device=buf.device), a * 2)
     return v * 3
 
 
@@ -327,7 +328,7 @@ def test_a_trace_without_such_a_write_is_left_as_it_was():
 
 
 def written_then_read_through_views_made_after(buf, a):
-    buf.index_copy_(0, torch.tensor([2, 0]), a * 2)
+    buf.index_copy_(0, torch.tensor([2, 0], device=buf.device), a * 2)
     return buf.unsqueeze(0)[:, 1:] * 3
 
 
