@@ -10,7 +10,7 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**Three changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
+**Four changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
 ``InplaceTransform`` is: ``thunder026/scope.py``); stock ``thunder.jit`` in the same process does and says what it
 did before.
 
@@ -25,6 +25,9 @@ did before.
   eager's ``AssertionError`` (``thunder_ext.thunder026.tensor_asserts``): the interpreter's handlers of conditional
   jumps are wrapped. Any other branch on a tensor's value fails as before, naming the user's line and
   ``thunder_ext.thunderfx``, which runs it.
+- A fusion region that thunder's rematerialization makes recompute an op of several outputs (the extension's
+  renames of several aliases at once) and receive one of them defined that name twice, and the fusion pass failed
+  ("that name is already used"); such a region takes none of them (``thunder_ext.thunder026.rematerialization``).
 
 **What thunder 0.2.6 lacks is added for every compilation**, each entry only where thunder has none: a
 fix, since stock thunder raises where eager computes. From the first ``adapt_thunder`` on, stock
@@ -86,7 +89,7 @@ from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
 from thunder_ext.hooks import HOOKS
 from thunder_ext.inplace_errors import naming_errors
-from thunder_ext.thunder026 import alias_updates, block_replay, constraints
+from thunder_ext.thunder026 import alias_updates, block_replay, constraints, rematerialization
 from thunder_ext.thunder026.foreach import FOREACH
 from thunder_ext.thunder026.scope import compiling_with_extension
 from thunder_ext.thunder026.tensor_asserts import JUMPS, checking_tensor_asserts
@@ -128,6 +131,7 @@ def _adapt_once() -> None:
     _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
     block_replay.install()  # acts in the extension's compilations that ask for it only
+    rematerialization.install()  # a region recomputing an op of several outputs receives none of them
     constraints.install()  # the same prologue checks, found without a quadratic scan
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()

@@ -1,4 +1,4 @@
-# known failure under torch_compile: thunder's torch.compile fusion pass fails to build a region (RuntimeError: "Trying to add the name t75 to a trace, but that name is already used"): thunder's rematerialization recomputes a two-output update_aliases in a region that keeps one of its outputs as an input (with rematerialization off the program runs); loud; at f820576 too; stock thunder.jit with the executor runs the program. Found by the fuzzer (seed 21, 2026-11-27, after about 3,200 programs, at 61ab3e4); not fixed
+# found under torch_compile (seed 21, 2026-11-27, after about 3,200 programs, at 61ab3e4): thunder's torch.compile fusion pass failed to build a region (RuntimeError: "Trying to add the name t75 to a trace, but that name is already used"), loud: thunder's rematerialization recomputed a rename of several aliases in a region that also received one of its outputs; fixed: such a region takes none of them (thunder_ext/thunder026/rematerialization.py)
 # RuntimeError: Trying to add the name t75 to a trace, but that name is already used
 # grad setting: grad [3]
 import torch
