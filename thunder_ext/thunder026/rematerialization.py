@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import thunder.core.rematerialization as rematerialization
+from thunder.core import rematerialization
 from thunder.core.symbol import BoundSymbol
 
 from thunder_ext.thunder026.scope import compiling_with_extension
