@@ -6,7 +6,7 @@ Everything in the page comes from those files, one part per run: the machine and
 log.txt), the probe's findings (its ``PROBE`` lines), each test of tests/test_gpu.py (test_gpu.xml), thunder's
 KV-cache variants (thunder_suite.log), the Adam table (adam.log) or profile (adam_profile.log), SmolLM2's first
 prefill profiled (compile_profile.log), litgpt's generate (generate.jsonl), the fuzzer's tallies (fuzz.log), the views
-Inductor returns apart (inductor_views.log), and how each step ended (log.txt).
+Inductor returns apart (inductor_views.log), the replayed programs (replay.log), and how each step ended (log.txt).
 """
 
 from __future__ import annotations
@@ -188,6 +188,9 @@ def run_section(folder: Path) -> list[str]:
         parts += ["### SmolLM2-135M's first prefill, profiled (`scripts/gpu_compile_profile.py`)", "", *profile, ""]
     if (folder / "generate.jsonl").exists():
         parts += ["### litgpt's generate, bf16 (`benchmarks/cuda_generate.py`)", "", *_generate(folder), ""]
+    if replay := [line[:300] for line in read("replay.log").splitlines() if line.startswith("==")]:
+        parts += ["### Saved programs replayed (`scripts/replay_on_device.py`; traces in replay.log)", "", "```",
+                  *replay, "```", ""]  # fmt: skip
     if rows := [line for line in read("inductor_views.log").splitlines() if line.startswith("| `")]:
         parts += ["### Views of a graph's intermediate Inductor returns apart (`scripts/probe_inductor_view_outputs.py`)",
                   "", "| intermediate `r` | chains returned apart from `r` |", "|---|---|", *rows, ""]  # fmt: skip

@@ -1,4 +1,4 @@
-# known failure under defaults: found by the fuzzer on an H100 with nvFuser (2026-11-27, GPU run 9); being diagnosed
+# known failure under defaults: found by the fuzzer on an H100 with nvFuser (GPU run 9, 2026-11-27, seed 11 or 14), silent: r1[1] came back relu(r1[0]) where eager gives relu(r1[1]); replayed in run 10 (without nvFuser and with stock thunder.jit eager's values) but passed once under pytest in run 10. The trace's two writes through views of r1 are scatters into r1 flattened (transforms/view_writes.py); nvFuser computes either `t48 = unsqueeze(r1[1:2])`, a region output, or `slice(reshape(t82, (2, 2, 3)))[1:2]` of a region input at the offset of r1[0] (docs/gpu.md, 'Found on the GPU, not fixed'); not fixed
 # AssertionError: Tensor-likes are not close!
 # 
 # Mismatched elements: 6 / 12 (50.0%)

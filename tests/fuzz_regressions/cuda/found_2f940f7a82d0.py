@@ -1,4 +1,4 @@
-# known failure under defaults: found by the fuzzer on an H100 with nvFuser (2026-11-27, GPU run 9); being diagnosed
+# known failure under defaults: found by the fuzzer on an H100 with nvFuser (GPU run 9, 2026-11-27, seed 11 or 14), loud: nvFuser's INTERNAL ASSERT 'BFS traversal could not visit some nodes' compiling a segmented region; its backward's region reshapes a gradient, gathers (take), sums and pads; replayed in run 10: without nvFuser eager's values, stock thunder.jit eager's values on CUDA (on a CPU stock thunder's gradient is wrong) (docs/gpu.md, 'Found on the GPU, not fixed'); not fixed
 # RuntimeError:  INTERNAL ASSERT FAILED at /workspace/Fuser/csrc/runtime/fusion_kernel_runtime.cpp:476, please report a bug with repro script to NVFuser at https://github.com/NVIDIA/Fuser/issues. 
 # Expected thread_pool_error_message.empty() . Detected exception while compiling fusion segments in parallel. Error messages from all threads are printed below.
 # 
