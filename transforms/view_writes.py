@@ -96,8 +96,12 @@ _INEXACT_VIEWS = {ltorch.as_strided.id: "its strides address the storage, not th
 _NO_GRADIENT_VIEWS = {ltorch.detach.id}
 _IDENTITY_VIEWS = {ltorch.to.id}  # a view only where it changes nothing (``aliasing.is_view_op``)
 _OVERLAPPING_VIEWS = {ltorch.expand.id, ltorch.expand_as.id}
-# view ops that thunder's autodiff decomposes into a copy (``diagonal``: permute, reshape, ``take``)
-_COPIED_BY_AUTODIFF = {ltorch.diagonal.id}
+
+
+def _is_diagonal(bsym: BoundSymbol) -> bool:
+    """A ``diagonal``: the view thunder's autodiff decomposes into a copy (permute, reshape, ``take``), and one that
+    torch.compile may return apart from its base behind another view (``_returned_apart_by_inductor``)."""
+    return thunder_op_id(bsym) == ltorch.diagonal.id
 
 
 def _makes_a_view(bsym: BoundSymbol) -> bool:
@@ -172,7 +176,7 @@ def _written_by_autodiff_as_traced(arguments: list[TensorProxy]) -> bool:
 def _write_lost_by_autodiff(through_views: list) -> bool:
     """Whether a differentiated write reaches an argument through a view that thunder's autodiff makes a copy of,
     which thunder's own form of the write would fill instead."""
-    return any(thunder_op_id(b) in _COPIED_BY_AUTODIFF for _, chain in through_views for b, _ in chain)
+    return any(_is_diagonal(b) for _, chain in through_views for b, _ in chain)
 
 
 def _differentiated_reads(bsym: BoundSymbol) -> list[TensorProxy]:
@@ -228,7 +232,7 @@ def _copied_view_read_past_a_write(
             continue
         if _makes_a_view(bsym):
             outs = {aliases.tensor_key(t) for t in tensor_outs(bsym)}
-            copied |= {k for k in outs if any(thunder_op_id(b) in _COPIED_BY_AUTODIFF for b, _ in chains.get(k, ()))}
+            copied |= {k for k in outs if any(_is_diagonal(b) for b, _ in chains.get(k, ()))}
             if aliases.tensor_key(ours[0]) in stale:
                 stale |= outs
             continue
@@ -249,7 +253,7 @@ def _returned_apart_by_inductor(chain: tuple[ViewStep, ...]) -> bool:
     intermediate (``scripts/probe_inductor_view_outputs.py``), every one returned apart where eager returns a view
     had two views or more, one a ``diagonal`` or an ``unfold`` (which thunder does not trace); views of the graph's
     inputs always come back views."""
-    return len(chain) > 1 and any(thunder_op_id(b) == ltorch.diagonal.id for b, _ in chain)
+    return len(chain) > 1 and any(_is_diagonal(b) for b, _ in chain)
 
 
 def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
@@ -482,9 +486,7 @@ def scatter_writes_through_views(trace: TraceCtx) -> TraceCtx:
     """Rewrite each write into a storage that ``scattered_storages`` names into a scatter into its base."""
     if not any(map(thunder_inplace_write, trace.bound_symbols)):
         return trace
-    if not arguments_requiring_grad(trace) and not any(
-        thunder_op_id(b) == ltorch.diagonal.id for b in trace.bound_symbols
-    ):
+    if not arguments_requiring_grad(trace) and not any(map(_is_diagonal, trace.bound_symbols)):
         return trace  # nothing differentiated, and no chain through a diagonal: a trace without grad costs nothing
     aliases = Aliases(trace.bound_symbols)
     chains = _view_chains(trace, aliases)
