@@ -305,8 +305,8 @@ Box = tuple[tuple[int, int, int], ...]
 
 def _only_slice(bsym: BoundSymbol) -> BoundSymbol | None:
     """The ``prims.slice`` that ``bsym`` amounts to (it, its decomposition down to that prim alone, or an
-    executor's implementation of that prim, which takes the prim's arguments: the PyTorch executor's slice outside
-    a region, seen on an H100 as no slice at all)."""
+    executor's implementation of that prim, which takes the prim's arguments: the PyTorch executor's slice outside a
+    region, which GPU run 9 found taken for another view, docs/gpu.md)."""
     while bsym.sym.id != PrimIDs.SLICE:
         if not bsym.subsymbols and thunder_op_id(bsym) == PrimIDs.SLICE:
             return bsym
