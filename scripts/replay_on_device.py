@@ -5,7 +5,8 @@
 For each program, as the fuzzer ran it (its scheduler, grad mode and arguments requiring grad), three compilations
 against eager: ``thunder_ext.jit`` with thunder's default executors, the same without nvFuser, and stock
 ``thunder.jit``. Each says whether outputs, arguments after the call and gradients match eager's, or its error; then
-the extension's final forward and backward traces (nvFuser's regions with their prims).
+the extension's final forward and backward traces (nvFuser's regions with their prims), and the nvFuser definition
+of each region that ran.
 """
 
 from __future__ import annotations
@@ -76,9 +77,15 @@ def replay(path: Path, device: torch.device) -> None:
     jfn = jitted["thunder_ext.jit"]
     for kind, traces in (("forward", thunder.last_traces), ("backward", thunder.last_backward_traces)):
         try:
-            print(f"== the extension's final {kind} trace\n{traces(jfn)[-1]}")
+            trace = traces(jfn)[-1]
         except Exception as error:  # noqa: BLE001  (no trace: the compilation failed before it)
             print(f"== no {kind} trace: {type(error).__name__}: {error}")
+            continue
+        print(f"== the extension's final {kind} trace\n{trace}")
+        for name, region in trace.python_ctx().items():
+            # an nvFuser region that has run keeps its FusionDefinition, whose text is a repro for nvFuser's issues
+            if (definition := getattr(region, "last_used", None)) is not None:
+                print(f"== {name}'s nvFuser definition\n{definition!r}")
 
 
 def main() -> None:
