@@ -37,11 +37,13 @@ which thunder's autodiff makes a copy, is read past a write of it (the copy hold
 gradient). Its final value is then written back into it. Reads of the written tensor and of views made of it
 after the write (a KV cache written in a forward with grad) leave the storage as traced, its writes in place.
 
-In any trace, differentiated or not, the storage of an intermediate written through a chain of two or more views
-with a ``diagonal`` among them is scattered too: torch 2.9.1's torch.compile may return such a view of a tensor its
-graph makes as a tensor of its own, so where thunder's torch.compile executor makes the chain in a region and the
-write runs after it, the write was lost (``_returned_apart_by_inductor``). Where the chain's index cannot be
-computed, it is left as traced.
+In any trace, differentiated or not, compiled with thunder's torch.compile executor, the storage of an intermediate
+written through a chain of two or more views with a ``diagonal`` among them is scattered too: torch 2.9.1's
+torch.compile may return such a view of a tensor its graph makes as a tensor of its own, so where that executor
+makes the chain in a region and the write runs after it, the write was lost (``_returned_apart_by_inductor``).
+Where the chain's index cannot be computed, it is left as traced. Without that executor the write is left as traced
+too: no region there returns the view apart, and on an H100 nvFuser computed a program scattered so wrong
+(docs/gpu.md, runs 9 and 10).
 
 Left as they are: a chain through a tensor-indexed ``getitem`` (a copy in eager, no view), a storage of an
 integer dtype in a differentiated trace (no gradient), every other argument's storage (``functionalize`` rule 5).
@@ -58,11 +60,13 @@ from typing import Any
 
 import thunder.torch as ltorch
 from thunder.core import dtypes
+from thunder.core.compile_data import get_compile_data
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
+from thunder.executors.torch_compile import TorchCompileExecutor
 
 from thunder_ext.executors.torch_inplace import ViewSteps, view_positions
 from thunder_ext.transforms.aliasing import (
@@ -256,12 +260,25 @@ def _returned_apart_by_inductor(chain: tuple[ViewStep, ...]) -> bool:
     return len(chain) > 1 and any(_is_diagonal(b) for b, _ in chain)
 
 
+def _inductor_may_make_diagonals() -> bool:
+    """Whether a torch.compile region of the compilation being traced may make a chain of views with a ``diagonal``:
+    one of its executors is a ``TorchCompileExecutor`` that runs ``diagonal`` (thunder's torch.compile executor; the
+    ``torchcompile_cat`` and ``torchcompile_xentropy`` of thunder's defaults run a few other ops only). Outside a
+    compilation, as if one may."""
+    compile_data = get_compile_data()
+    if compile_data is None:
+        return True
+    return any(
+        isinstance(e, TorchCompileExecutor) and ltorch.diagonal.id in e.implmap for e in compile_data.executors_list
+    )
+
+
 def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tuple[ViewStep, ...]]) -> set[str]:
     """The storages (``Aliases.storage_key``) to scatter in ``trace``: where thunder differentiates it, those of
     intermediates that a differentiated write reaches through a view, or that have a view made before such a write,
     and those of arguments requiring no grad that thunder's form of their writes would differentiate wrongly or
-    read stale (``_value_lost``); in any trace, those of intermediates written through a view that torch.compile may
-    return apart from them.
+    read stale (``_value_lost``); in any trace thunder's torch.compile executor compiles, those of intermediates
+    written through a view that torch.compile may return apart from them.
 
     Raises ``ViewWriteGradientError`` for a differentiated write whose chain the rule refuses."""
     arguments = _argument_storages(trace, aliases)
@@ -318,7 +335,7 @@ def _value_lost(
     an intermediate's written through a view that torch.compile returns apart from it, or, where thunder
     differentiates the trace, an argument's (one, requiring no grad) read through a copy autodiff makes of a view."""
     if storage not in arguments:
-        return any(_returned_apart_by_inductor(c) for *_, c in writes)
+        return _inductor_may_make_diagonals() and any(_returned_apart_by_inductor(c) for *_, c in writes)
     return (
         differentiated is not None
         and not _written_by_autodiff_as_traced(arguments[storage])
@@ -486,8 +503,10 @@ def scatter_writes_through_views(trace: TraceCtx) -> TraceCtx:
     """Rewrite each write into a storage that ``scattered_storages`` names into a scatter into its base."""
     if not any(map(thunder_inplace_write, trace.bound_symbols)):
         return trace
-    if not arguments_requiring_grad(trace) and not any(map(_is_diagonal, trace.bound_symbols)):
-        return trace  # nothing differentiated, and no chain through a diagonal: a trace without grad costs nothing
+    if not arguments_requiring_grad(trace) and not (
+        any(map(_is_diagonal, trace.bound_symbols)) and _inductor_may_make_diagonals()
+    ):
+        return trace  # nothing differentiated, and no chain through a diagonal Inductor makes: no cost without grad
     aliases = Aliases(trace.bound_symbols)
     chains = _view_chains(trace, aliases)
     scattered = scattered_storages(trace, aliases, chains)
