@@ -68,7 +68,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.executors.torch_compile import TorchCompileExecutor
 
-from thunder_ext.executors.torch_inplace import ViewSteps, view_positions
+from thunder_ext.executors.torch_inplace import ViewSteps
 from thunder_ext.transforms.aliasing import (
     Aliases,
     functional_reads,
@@ -87,8 +87,8 @@ from thunder_ext.transforms.gradients import (
     traced_without_grad,
     writes_of_differentiated_values,
 )
-from thunder_ext.transforms.narrow_as_slice import narrow_as_slice
 from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
+from thunder_ext.transforms.view_scatter import scatter_into_view, scatter_into_view_, view_of
 
 
 class ViewWriteGradientError(RuntimeError):
@@ -357,24 +357,21 @@ def _refuse_inexact_gradients(through_views: list, without_grad: list) -> None:
             )
 
 
-def _one_element(t: TensorProxy) -> bool:
-    return math.prod(t.shape) == 1
-
-
 def _apply(chain: tuple[ViewStep, ...], t: TensorProxy) -> TensorProxy:
-    """``chain``'s view ops, traced anew on ``t`` (each op's first argument); ``narrow`` as the slice it is, whose
-    gradient thunder's torch.compile executor compiles (``narrow``'s it cannot, stock thunder neither). A view of
-    all of a one-element ``t`` is ``t`` reshaped: torch 2.9.1's Inductor loses the gradient that the ``take`` of
-    a one-element ``diagonal`` sends back beside another (``requires_grad/found_77a324cfc711``)."""
-    if chain and _one_element(t) and _one_element(out := tensor_outs(chain[-1][0])[chain[-1][1]]):
-        return ltorch.reshape(t, out.shape)
-    for bsym, k in chain:
+    """``chain``'s view ops, traced anew on ``t`` (each op's first argument), as ``view_of`` takes them."""
+
+    def step(bsym: BoundSymbol, k: int) -> tuple:
         if thunder_op_id(bsym) == ltorch.narrow.id:
-            t = narrow_as_slice(t, *bsym.args[1:4])
-            continue
-        result = bsym.sym(t, *bsym.args[1:], **bsym.kwargs)
-        t = result[k] if isinstance(result, (tuple, list)) else result
-    return t
+            return "narrow", tuple(bsym.args[1:4]), ()
+
+        def view(x: TensorProxy, *args: Any, **kwargs: Any) -> TensorProxy:
+            result = bsym.sym(x, *args, **kwargs)
+            return result[k] if isinstance(result, (tuple, list)) else result
+
+        return view, tuple(bsym.args[1:]), tuple(bsym.kwargs.items())
+
+    shape = tuple(tensor_outs(chain[-1][0])[chain[-1][1]].shape) if chain else tuple(t.shape)
+    return view_of(t, [step(b, k) for b, k in chain], shape)
 
 
 def _steps(chain: tuple[ViewStep, ...]) -> ViewSteps:
@@ -392,14 +389,12 @@ def _steps(chain: tuple[ViewStep, ...]) -> ViewSteps:
 
 
 def _scatter(base: TensorProxy, chain: tuple[ViewStep, ...], value: TensorProxy, *, in_place: bool) -> TensorProxy:
-    """``base`` with ``chain(base)`` replaced by ``value``, as one ``index_copy`` of its flattened elements: in place
-    if ``in_place`` (functionalization makes it a write into all of ``base``, which the checker decides as any
-    other), else into a new tensor."""
-    numel = math.prod(base.shape)
-    positions = view_positions(tuple(base.shape), _steps(chain), base.device, numel=math.prod(value.shape))
-    index_copy = ltorch.index_copy_ if in_place else ltorch.index_copy
-    flat = index_copy(ltorch.reshape(base, (numel,)), 0, positions, ltorch.reshape(value, (-1,)))
-    return ltorch.reshape(flat, base.shape)
+    """``base`` with ``chain(base)`` replaced by ``value``, as one ``scatter_into_view`` of its flattened elements:
+    in place if ``in_place`` (functionalization makes it a write into all of ``base``, which the checker decides as
+    any other), else into a new tensor."""
+    flat = ltorch.reshape(base, (math.prod(base.shape),))
+    scatter = scatter_into_view_ if in_place else scatter_into_view
+    return ltorch.reshape(scatter(flat, value, tuple(base.shape), _steps(chain)), base.shape)
 
 
 @dataclass

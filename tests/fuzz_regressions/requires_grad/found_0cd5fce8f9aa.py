@@ -1,4 +1,4 @@
-# known failure under torch_compile: Inductor (torch 2.9.1, this x86_64 CPU's AVX-512 code) fails to compile the backward region that pads the gradient of r1[1] around a masked index_select of the scattered base's flattened gradient (CppCompileError: no VecMask<int64_t, 2>(bool) for the index check under the pad's scalar mask), loudly; at f820576 too; stock thunder.jit with the executor fails too (KeyError). Found by the fuzzer (seed 20, 2026-11-27, after 566 programs, at 09b077e); not fixed
+# found under torch_compile (seed 20, 2026-11-27, after 566 programs, at 09b077e): Inductor (torch 2.9.1, this x86_64 CPU's AVX-512 code) failed to compile the backward region that pads the gradient of r1[1] around a masked index_select of the scattered base's flattened gradient (CppCompileError: no VecMask<int64_t, 2>(bool)), loudly; stock thunder.jit with the executor fails too (KeyError); fixed: the scatter's value gradient is the written view of the base's gradient, not a gather (transforms/view_scatter.py)
 # torch._inductor.exc.InductorError: CppCompileError: C++ compile error
 # 
 # Command:

@@ -1,4 +1,4 @@
-# known failure under torch_compile: Inductor (torch 2.9.1, this x86_64 CPU's AVX-512 code) fails to compile a backward region, found_0cd5fce8f9aa's class: a masked load at indirect indices (the gradient of a scatter into a flattened base) under a pad's mask that is one bool across the vectorized loop, for which Inductor emits VecMask<int64_t, 2>(bool), which has no such constructor (CppCompileError); loud. Found by the fuzzer (seed 23, 2026-11-28, after about 3,900 programs, at 23b469c); not worked around (docs/design.md, Limits)
+# found under torch_compile (seed 23, 2026-11-28, after about 3,900 programs, at 23b469c): Inductor (torch 2.9.1, this x86_64 CPU's AVX-512 code) failed to compile a backward region, found_0cd5fce8f9aa's class: a masked load at indirect indices (the gradient of a scatter into a flattened base) under a pad's mask that is one bool across the vectorized loop (CppCompileError, VecMask<int64_t, 2>(bool)), loud; fixed: the scatter's value gradient is the written view of the base's gradient, not a gather (transforms/view_scatter.py)
 # torch._inductor.exc.InductorError: CppCompileError: C++ compile error
 # 
 # Command:
