@@ -24,7 +24,8 @@ Two kinds of operator:
 - ``check_dense_argument``: an argument that an nvFuser region writes, checked first in the computation: nvFuser
   writes an alias output right only into a dense tensor (``transforms/regions/nvfuser.py``, rule 7).
 
-Every operator the extension's passes emit is registered here, and this module imports no pass: passes import
+Every operator the extension's passes emit for an executor to run is registered here (``transforms/view_scatter.py``'s
+scatter is a composite of thunder's ops and ``view_positions``), and this module imports no pass: passes import
 it, never the reverse.
 
 The executor is also a fusion executor that fuses nothing: listed before the others (``thunder_ext.jit``,

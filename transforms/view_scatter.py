@@ -7,7 +7,7 @@ ops is one op); its gradient is the view's, as PyTorch's ``slice_scatter``, ``se
 ``steps`` take of the base's cotangent. thunder's gradient of the ``index_copy`` would be the same numbers, but a
 ``take`` of the cotangent at the positions: a gather that torch 2.9.1's Inductor (x86_64, AVX-512 code) cannot
 compile beside the ``pad`` of a view's gradient in one region (``CppCompileError``, no ``VecMask<int64_t, 2>(bool)``:
-``tests/fuzz_regressions/requires_grad/found_0cd5fce8f9aa``, ``found_307e2c1d8ecc``, ``found_c2d12a70ea4a``).
+``tests/fuzz_regressions/requires_grad/found_0cd5fce8f9aa.py``, ``found_307e2c1d8ecc``, ``found_c2d12a70ea4a``).
 Views cost nothing and leave each fusion strided loads, no indirect ones.
 
 ``scatter_into_view_`` writes it into ``flat``, as thunder's in-place ops are written (its functional op, then

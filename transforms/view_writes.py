@@ -4,12 +4,13 @@ Rule: in a trace that thunder differentiates (an argument requires grad), the st
 a differentiated write reaches through a view (``x = a * 2; x[0:1].mul_(y)``), or that has a view made before
 such a write (``v = x[0:2]; x.mul_(y); return v``), holds one functional value of its base: a write into the
 base is that value, a write into a view ``v = c(x)`` (``c`` a chain of view ops) scatters its new value into it,
-``x' = x.flatten().index_copy_(0, c(arange).flatten(), new.flatten())``, and every read of the base or of any
-view of it reads that view of the latest value, made anew where it is read (``narrow`` as the slice it is). The
-storage's writes through views, its views and renames are gone: what thunder's autodiff sees is writes of the
-whole base, each read from the value it makes, and the gradient is the chain rule through ``index_copy`` (the
-cotangent of the base sent to the written view's new value, zeros where the old one was overwritten), which
-thunder's ``update_aliases`` otherwise passes straight through, silently wrong. Functionalization makes each
+``x' = x.flatten().index_copy_(0, c(arange).flatten(), new.flatten())`` (``scatter_into_view_``), and every
+read of the base or of any view of it reads that view of the latest value, made anew where it is read (``narrow``
+as the slice it is). The storage's writes through views, its views and renames are gone: what thunder's autodiff
+sees is writes of the whole base, each read from the value it makes, and the gradient is the chain rule through
+the scatter (``c`` of the base's cotangent sent to the written view's new value, zeros where the old one was
+overwritten: ``transforms/view_scatter.py``), which thunder's ``update_aliases`` otherwise passes straight
+through, silently wrong. Functionalization makes each
 scatter a ``copy_to_out_`` that the checker decides as any other write (in place, the tensors autodiff saves of
 the old value cloned first); an argument's base is scattered into a new tensor instead, its final value written
 back once, at the end.
