@@ -5,7 +5,8 @@ of an earlier region from that one's inputs instead of receiving them. Across a 
 the written storage sees the new value, a recomputed op that made the storage makes it again without the
 write, and a recomputed write runs twice. thunder's ``find_cut`` never recomputes an op tagged
 ``RANDOM_OP``, whose second run gives another value, which is what each of those ops is once the write has
-run.
+run (where thunder's cut leaves a value the producer returns anyway to be recomputed from the producer's inputs,
+the pinned ops included, ``thunder_ext/thunder026/rematerialization.py`` adds it to the cut).
 
 Rule (``pin_reads_of_overwritten_storage``, run just before the fusion passes): every op that writes, and
 every op that reads the data of a storage some later op writes, or makes that storage, is tagged so, with all

@@ -25,9 +25,11 @@ did before.
   eager's ``AssertionError`` (``thunder_ext.thunder026.tensor_asserts``): the interpreter's handlers of conditional
   jumps are wrapped. Any other branch on a tensor's value fails as before, naming the user's line and
   ``thunder_ext.thunderfx``, which runs it.
-- A fusion region that thunder's rematerialization makes recompute an op of several outputs (the extension's
-  renames of several aliases at once) and receive one of them defined that name twice, and the fusion pass failed
-  ("that name is already used"); such a region takes none of them (``thunder_ext.thunder026.rematerialization``).
+- thunder's rematerialization (``thunder_ext.thunder026.rematerialization``): a region that it makes recompute an op
+  of several outputs (the extension's renames of several aliases at once) and receive one of them defined that
+  name twice, and the fusion pass failed ("that name is already used"); such a region takes none of them. And a
+  value that the producer returns for a later region joined no cut, so a region recomputed it from the producer's
+  inputs, the ops the extension pins (a write among them) included; such a value joins the cut.
 
 **What thunder 0.2.6 lacks is added for every compilation**, each entry only where thunder has none: a
 fix, since stock thunder raises where eager computes. From the first ``adapt_thunder`` on, stock
@@ -131,7 +133,7 @@ def _adapt_once() -> None:
     _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
     block_replay.install()  # acts in the extension's compilations that ask for it only
-    rematerialization.install()  # a region recomputing an op of several outputs receives none of them
+    rematerialization.install()  # no pinned op recomputed; a region recomputing an op receives none of its outputs
     constraints.install()  # the same prologue checks, found without a quadratic scan
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
