@@ -35,10 +35,10 @@ from thunder.core.transforms import register_grad
 from thunder_ext.executors.torch_inplace import ViewSteps, view_positions
 from thunder_ext.transforms.narrow_as_slice import narrow_as_slice
 
-ViewStep = tuple[str | Callable[..., Any], tuple, tuple]  # a ``ViewSteps`` step, or one with the op to call
+ViewCall = tuple[str | Callable[..., Any], tuple, tuple]  # a ``ViewSteps`` step, or one with the op to call
 
 
-def view_of(t: TensorProxy, steps: Sequence[ViewStep], shape: tuple[int, ...]) -> TensorProxy:
+def view_of(t: TensorProxy, steps: Sequence[ViewCall], shape: tuple[int, ...]) -> TensorProxy:
     """The view ``steps`` take of ``t``, whose shape is ``shape``; a step's op is a ``torch.Tensor`` method's name
     or a function of the tensor. ``narrow`` is taken as the slice it is (whose gradient thunder's torch.compile
     executor compiles; ``narrow``'s it cannot), and a view of all of a one-element ``t`` as ``t`` reshaped (torch

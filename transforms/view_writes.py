@@ -10,10 +10,9 @@ as the slice it is). The storage's writes through views, its views and renames a
 sees is writes of the whole base, each read from the value it makes, and the gradient is the chain rule through
 the scatter (``c`` of the base's cotangent sent to the written view's new value, zeros where the old one was
 overwritten: ``transforms/view_scatter.py``), which thunder's ``update_aliases`` otherwise passes straight
-through, silently wrong. Functionalization makes each
-scatter a ``copy_to_out_`` that the checker decides as any other write (in place, the tensors autodiff saves of
-the old value cloned first); an argument's base is scattered into a new tensor instead, its final value written
-back once, at the end.
+through, silently wrong. Functionalization makes each scatter a ``copy_to_out_`` that the checker decides as any
+other write (in place, the tensors autodiff saves of the old value cloned first); an argument's base is scattered
+into a new tensor instead, its final value written back once, at the end.
 
 ``c(arange)``, the chain applied to the base's element numbers, holds the base element each element of the
 view is, whatever the view ops (slices, ``select``, ``diagonal``, ``transpose``, ``view``...): view ops are
