@@ -429,20 +429,22 @@ def _layout(t: torch.Tensor) -> tuple:
     return t.storage_offset(), t.size(), t.stride()
 
 
-def _partially_overlapping_source(func, args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """A tensor that the in-place op ``func`` reads and that shares elements with its target ``args[0]`` in
-    another layout: eager's result then depends on the order it visits elements in (``v.t().mul_(v)``)."""
+def _reads_a_partial_overlap(func, args: tuple, kwargs: dict) -> bool:
+    """Whether the in-place op ``func`` reads a tensor that shares elements with its target ``args[0]`` in another
+    layout: eager's result then depends on the order it visits elements in (``v.t().mul_(v)``)."""
     name = getattr(func, "__name__", "")
     if not (name.endswith("_") and not name.startswith("__") or name in ("__setitem__",) or name.startswith("__i")):
-        return None
+        return False
     target, *rest = args
     if not isinstance(target, torch.Tensor):
-        return None
-    for source in (a for a in (*rest, *kwargs.values()) if isinstance(a, torch.Tensor)):
-        same_storage = source.untyped_storage().data_ptr() == target.untyped_storage().data_ptr()
-        if same_storage and _layout(source) != _layout(target) and _addresses(source) & _addresses(target):
-            return source
-    return None
+        return False
+    return any(
+        source.untyped_storage().data_ptr() == target.untyped_storage().data_ptr()
+        and _layout(source) != _layout(target)
+        and bool(_addresses(source) & _addresses(target))
+        for source in (*rest, *kwargs.values())
+        if isinstance(source, torch.Tensor)
+    )
 
 
 class _RefusingPartialOverlap(torch.overrides.TorchFunctionMode):
@@ -454,7 +456,7 @@ class _RefusingPartialOverlap(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if _partially_overlapping_source(func, args, kwargs) is not None:
+        if _reads_a_partial_overlap(func, args, kwargs):
             raise RuntimeError(f"{getattr(func, '__name__', func)}: a source partially overlaps its target")
         return func(*args, **kwargs)
 
