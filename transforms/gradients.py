@@ -7,9 +7,10 @@ write takes one of three forms:
 
 - into storage that an argument requiring grad shares: thunder's own (``left_to_thunder``): functionalization
   keeps it as thunder's op (``functionalize`` rule 5), the prologue refuses it into a leaf (``leaf_writes``), and
-  the checker reports thunder's copy as thunder's (``prove_inplace``);
+  the checker reports thunder's copy as thunder's (``prove_inplace``, asking ``grad_argument_sharing``);
 - into a storage whose writes thunder's form would differentiate wrongly (an intermediate's that a view makes
-  observable, an argument's requiring no grad read past its last write through another of its tensors, or
+  observable, an argument's requiring no grad (``written_by_autodiff_as_traced`` false) read past its last
+  write through another of its tensors, or
   written or read through ``diagonal``): scattered into its base before autodiff, or refused
   (``view_writes.scattered_storages``, which asks this module what is differentiated);
 - any other: a ``copy_to_out_`` with its gradient rule.
@@ -93,6 +94,20 @@ def left_to_thunder(bsym: BoundSymbol, target: TensorProxy, aliases: Aliases, gr
     """Whether ``bsym``, a write into ``target``, is one thunder differentiates into storage of an argument that
     requires grad (``grad_storages``), which the extension leaves to thunder."""
     return not traced_without_grad(bsym) and aliases.storage_key(target) in grad_storages
+
+
+def grad_argument_sharing(target: TensorProxy, aliases: Aliases, grad_args: list[TensorProxy]) -> TensorProxy | None:
+    """The first of ``grad_args`` (arguments requiring grad) that shares ``target``'s storage, if any: the checker
+    leaves thunder's own copy into it to thunder, as ``left_to_thunder`` leaves the write. It asks the aliases
+    of the trace as they stand, which the checker's rewrites extend, so keys taken before would not do."""
+    return next((a for a in grad_args if aliases.same_storage(a, target)), None)
+
+
+def written_by_autodiff_as_traced(arguments: list[TensorProxy]) -> bool:
+    """Whether thunder's autodiff differentiates the writes into the storage of ``arguments`` (the arguments that
+    share one storage) as they are traced: the one argument requires grad (``left_to_thunder``), or several share
+    it (the prologue's stages refuse what they cannot represent). ``view_writes`` scatters no other argument's."""
+    return len(arguments) != 1 or arguments[0].requires_grad
 
 
 def differentiated_writes_left_to_thunder(trace: TraceCtx, aliases: Aliases) -> list[BoundSymbol]:

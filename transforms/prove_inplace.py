@@ -67,7 +67,7 @@ from thunder_ext.transforms.aliasing import (
     unpacks_an_argument,
     written_tensors,
 )
-from thunder_ext.transforms.gradients import arguments_requiring_grad
+from thunder_ext.transforms.gradients import arguments_requiring_grad, grad_argument_sharing
 from thunder_ext.transforms.no_recomputation import recomputations_across_writes
 from thunder_ext.transforms.regions.give_back import fusion_number, give_back
 from thunder_ext.transforms.regions.rules import RegionOps, rules_for, with_checks_ahead, write_blocker
@@ -332,7 +332,7 @@ def _thunders_copy_stays(
     as thunder made it, or None where the extension can answer for it."""
     _, out = thunder_inplace_write(copy)
     aliases = index.aliases
-    if (arg := next((a for a in grad_args if aliases.same_storage(a, out)), None)) is not None:
+    if (arg := grad_argument_sharing(out, aliases, grad_args)) is not None:
         return (
             f"thunder differentiates this write into `{out.name}`, which shares storage with `{arg.name}`, an argument "
             "that requires grad: thunder's own copy_ runs it"

@@ -60,8 +60,12 @@ def _positions(flat: TensorProxy, value: TensorProxy, shape: tuple[int, ...], st
     return view_positions(shape, steps, flat.device, numel=math.prod(value.shape))
 
 
+def _index_copy(flat: TensorProxy, positions: TensorProxy, value: TensorProxy) -> TensorProxy:
+    return ltorch.index_copy(flat, 0, positions, ltorch.reshape(value, (-1,)))
+
+
 def _scatter_into_view(flat: TensorProxy, value: TensorProxy, shape: tuple[int, ...], steps: ViewSteps) -> TensorProxy:
-    return ltorch.index_copy(flat, 0, _positions(flat, value, shape, steps), ltorch.reshape(value, (-1,)))
+    return _index_copy(flat, _positions(flat, value, shape, steps), value)
 
 
 scatter_into_view = Symbol(
@@ -73,7 +77,7 @@ def _scatter_into_view_grad(
     flat: TensorProxy, value: TensorProxy, shape: tuple[int, ...], steps: ViewSteps
 ) -> TensorProxy:
     positions = _positions(flat, value, shape, steps)
-    new = ltorch.index_copy(flat, 0, positions, ltorch.reshape(value, (-1,)))
+    new = _index_copy(flat, positions, value)
     grad = get_grad(new)
     put_grad(flat, ltorch.scatter(grad, 0, positions, value=0))
     put_grad(value, view_of(ltorch.reshape(grad, shape), steps, tuple(value.shape)))

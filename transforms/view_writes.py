@@ -86,6 +86,7 @@ from thunder_ext.transforms.gradients import (
     overwrites_of_differentiated_values,
     traced_without_grad,
     writes_of_differentiated_values,
+    written_by_autodiff_as_traced,
 )
 from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
 from thunder_ext.transforms.view_scatter import scatter_into_view, scatter_into_view_, view_of
@@ -168,13 +169,6 @@ def _argument_storages(trace: TraceCtx, aliases: Aliases) -> dict[str, list[Tens
         if isinstance(a, TensorProxy):
             storages.setdefault(aliases.storage_key(a), []).append(a)
     return storages
-
-
-def _written_by_autodiff_as_traced(arguments: list[TensorProxy]) -> bool:
-    """Whether thunder's autodiff differentiates the writes into the one argument ``arguments`` as they are traced:
-    it requires grad (``functionalize`` rule 5), or others share its storage (the prologue's stages refuse what
-    they cannot represent)."""
-    return len(arguments) != 1 or arguments[0].requires_grad
 
 
 def _write_lost_by_autodiff(through_views: list) -> bool:
@@ -305,7 +299,7 @@ def scattered_storages(trace: TraceCtx, aliases: Aliases, chains: dict[str, tupl
         if differentiated is None or not dtypes.is_inexact_dtype(writes[0][1].dtype):
             for_its_gradient = False
         elif storage in arguments:
-            for_its_gradient = not _written_by_autodiff_as_traced(arguments[storage]) and (
+            for_its_gradient = not written_by_autodiff_as_traced(arguments[storage]) and (
                 _write_lost_by_autodiff(through_views)
                 or _read_stale_after_a_differentiated_write(trace, aliases, storage, differentiated)
             )
@@ -338,7 +332,7 @@ def _value_lost(
         return _inductor_may_make_diagonals() and any(_returned_apart_by_inductor(c) for *_, c in writes)
     return (
         differentiated is not None
-        and not _written_by_autodiff_as_traced(arguments[storage])
+        and not written_by_autodiff_as_traced(arguments[storage])
         and _copied_view_read_past_a_write(trace, aliases, storage, chains)
     )
 
