@@ -37,8 +37,6 @@ import functools
 from thunder.core import rematerialization
 from thunder.core.proxies import ProxyInterface
 from thunder.core.symbol import BoundSymbol, has_tags
-from thunder.core.trace import TraceCtx
-from thunder.core.utils import find_producer_symbols
 
 from thunder_ext.thunder026.scope import compiling_with_extension
 from thunder_ext.thunder026.tables import RECOMPUTING_DIFFERS
@@ -64,18 +62,15 @@ def _passing_what_only_pinned_ops_make(find_cut):
         cut = find_cut(external_producer_outputs, producer, consumer)
         if not cut or not compiling_with_extension():
             return cut
-        names = [c.name if isinstance(c, ProxyInterface) else c for c in cut]
-        made = {o.name: o for s in producer.subsymbols for o in s.flat_proxy_outs}
-        passed = [p for p in (*made.values(), *producer.args) if p.name in names]
-        ops = TraceCtx(None)
-        ops.bound_symbols = producer.subsymbols
-        pinned = [
-            a.name
-            for a in consumer.args
-            if a.name in made
-            and a.name not in names
-            and any(has_tags(s, {RECOMPUTING_DIFFERS}) for s in find_producer_symbols(ops, (a,), passed))
-        ]
+        names = [c.name if isinstance(c, ProxyInterface) else c for c in cut]  # thunder takes all names or none
+        passed = set(names)
+        behind_pinned = set()  # what the consumer, given the cut, could recompute only through a pinned op
+        for s in producer.subsymbols:  # in program order: one walk, whatever the number of inputs
+            if has_tags(s, {RECOMPUTING_DIFFERS}) or any(
+                i.name in behind_pinned and i.name not in passed for i in s.flat_proxy_args
+            ):
+                behind_pinned.update(o.name for o in s.flat_proxy_outs)
+        pinned = [a.name for a in consumer.args if a.name in behind_pinned and a.name not in passed]
         return (*names, *pinned) if pinned else cut
 
     return cut_at
