@@ -10,9 +10,8 @@ write takes one of three forms:
   the checker reports thunder's copy as thunder's (``prove_inplace``, asking ``grad_argument_sharing``);
 - into a storage whose writes thunder's form would differentiate wrongly (an intermediate's that a view makes
   observable, an argument's requiring no grad (``written_by_autodiff_as_traced`` false) read past its last
-  write through another of its tensors, or
-  written or read through ``diagonal``): scattered into its base before autodiff, or refused
-  (``view_writes.scattered_storages``, which asks this module what is differentiated);
+  write through another of its tensors, or written or read through ``diagonal``): scattered into its base before
+  autodiff, or refused (``view_writes.scattered_storages``, which asks this module what is differentiated);
 - any other: a ``copy_to_out_`` with its gradient rule.
 
 The first two sets of storages are disjoint. A write that overwrites a differentiated value keeps that value's
