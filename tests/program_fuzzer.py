@@ -433,7 +433,7 @@ def _reads_a_partial_overlap(func, args: tuple, kwargs: dict) -> bool:
     """Whether the in-place op ``func`` reads a tensor that shares elements with its target ``args[0]`` in another
     layout: eager's result then depends on the order it visits elements in (``v.t().mul_(v)``)."""
     name = getattr(func, "__name__", "")
-    if not (name.endswith("_") and not name.startswith("__") or name in ("__setitem__",) or name.startswith("__i")):
+    if not (name.endswith("_") and not name.startswith("__") or name == "__setitem__" or name.startswith("__i")):
         return False
     target, *rest = args
     if not isinstance(target, torch.Tensor):
