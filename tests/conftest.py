@@ -30,8 +30,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "executor_sets(*names): run the test under these executor sets only")
     config.addinivalue_line("markers", "single_threaded: run the test in a process of one Python thread")
     # Every test compiles afresh, and no run shares the compile cache with another or with the user's: the
-    # cache is off, in a folder of this run's own; tests/test_compile_cache.py turns it on in fresh processes.
-    os.environ["THUNDER_EXT_CACHE"] = "0"
+    # cache is as by default (off), in a folder of this run's own; tests/test_compile_cache.py turns it on.
+    os.environ.pop("THUNDER_EXT_CACHE", None)
     os.environ["THUNDER_EXT_CACHE_DIR"] = tempfile.mkdtemp(prefix="thunder-ext-cache-")
     if os.environ.get("PYTEST_XDIST_WORKER"):  # `-n 2` on two cores: a thread each, not two threads each
         torch.set_num_threads(1)

@@ -72,7 +72,8 @@ elif options.get("executors") == "torch only":
 if options.get("entry") == "plugin":
     jitted = thunder.compile(net, recipe=thunder_ext.DefaultExecutorsRecipe(), plugins="inplace")
 else:
-    jitted = thunder_ext.jit(net, strict=options.get("strict", False), executors=executors)
+    jitted = thunder_ext.jit(net, strict=options.get("strict", False), executors=executors,
+                             compile_cache=options.get("compile_cache"))
 x = torch.randn(4, options.get("n", 8), dtype=dtype)
 outs = [jitted(x), jitted(x + 1)]
 trace = thunder.last_traces(jitted)[-1]
@@ -162,6 +163,18 @@ def test_a_warm_process_loads_what_a_cold_one_compiled_and_computes_the_same(col
     # the decisions name the user's line in the file this process runs, not where the entry was compiled
     assert warm["decisions"][0].startswith(str(project / "model_under_test.py"))
     assert (warm["outs"], warm["seen"]) == (cold["outs"], cold["seen"])
+
+
+def test_by_default_nothing_is_saved_or_loaded_and_compile_cache_true_opts_in(cold):
+    project, _ = cold
+    unset = {k: v for k, v in env_of(project).items() if k != "THUNDER_EXT_CACHE"}
+    default = run(project, env=unset)
+    assert default["misses"] == 1 and not loaded(default)
+    assert not any("compile cache" in m for m in default["logs"]), default["logs"]
+    (project / "cache").rename(project / "other")
+    asked = run(project, env=unset, compile_cache=True)
+    assert any("saved to the compile cache" in m for m in asked["logs"]) and len(entry_files(project)) == 1
+    assert_same_computation(default, asked)
 
 
 def test_the_file_holds_no_tensor_data_only_programs_and_names(cold):
@@ -426,9 +439,23 @@ def test_the_folder_follows_the_settings(monkeypatch, tmp_path):
     assert store.folder() == Path.home() / ".cache" / "thunder_ext"
     monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path / "mine"))
     assert store.folder() == tmp_path / "mine"
-    for off in ("0", "off"):
+
+
+def test_the_cache_is_off_unless_asked_and_thunder_ext_cache_0_wins(monkeypatch):
+    monkeypatch.delenv("THUNDER_EXT_CACHE", raising=False)
+    assert [store.enabled(asked) for asked in (None, True, False)] == [False, True, False]
+    for on in ("1", "on", "True"):
+        monkeypatch.setenv("THUNDER_EXT_CACHE", on)
+        assert (store.enabled(), store.enabled(True), store.enabled(False)) == (True, True, False)
+    for off in ("0", "off", "False"):
         monkeypatch.setenv("THUNDER_EXT_CACHE", off)
-        assert not store.enabled()
+        assert (store.enabled(), store.enabled(True)) == (False, False)
+    monkeypatch.setenv("THUNDER_EXT_CACHE", "lots")
+    with pytest.raises(ValueError, match="THUNDER_EXT_CACHE must be 1 \\(on\\) or 0 \\(off\\), got 'lots'"):
+        store.enabled()
+
+
+def test_the_cache_size_setting_must_be_a_number(monkeypatch):
     monkeypatch.setenv("THUNDER_EXT_CACHE_MAX_MB", "lots")
     with pytest.raises(ValueError, match="THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, got 'lots'"):
         store.max_bytes()
@@ -443,7 +470,7 @@ def test_the_command_lists_the_entries_and_clears_them(tmp_path, monkeypatch, ca
     store.save("k2", {"describe": "GPT.forward(idx: cpu i64[1, 1], input_pos: cpu i64[1], 128)"})
     cache.main([])
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith(f"compile cache: {tmp_path}, on; 2 entries, 0.0 MB of at most 1024 MB")
+    assert out[0].startswith(f"compile cache: {tmp_path}, on (THUNDER_EXT_CACHE=1); 2 entries, 0.0 MB of at most 1024")
     assert [line.split("  ")[1] for line in out[1:]] == ["GPT.forward(idx: cpu i64[1, 1], input_pos: cpu i64[1], 128)",
                                                          "Net.forward(x: cpu f32[4, 8])"]  # fmt: skip
     assert "MB, used 0 s ago" in out[1]

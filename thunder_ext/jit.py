@@ -25,7 +25,7 @@ def jit(
     transforms: Sequence[Transform] | None = None,
     strict: bool = False,
     replay_blocks: bool = True,
-    compile_cache: bool = True,
+    compile_cache: bool | None = None,
     **kwargs: Any,
 ) -> Callable:
     """A drop-in for ``thunder.jit``: same arguments, same result, in-place writes run in place.
@@ -44,8 +44,9 @@ def jit(
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to
     the PyTorch executor (docs/gpu.md).
 
-    ``compile_cache``: each compilation is saved on disk, and a later process that makes the same one loads it
-    instead of tracing (``thunder_ext.compile_cache``; ``THUNDER_EXT_CACHE=0`` turns it off everywhere).
+    ``compile_cache=True``: each compilation is saved on disk, and a later process that makes the same one loads it
+    instead of tracing (``thunder_ext.compile_cache``). Off by default (None follows ``THUNDER_EXT_CACHE``, unset
+    or ``0``: off, ``1``: on), because thunder's prologue does not check every value a trace read.
 
     ``fn`` may be the ``step`` of a ``torch.optim`` SGD, Adam or AdamW: its functional update is jitted
     (``thunder_ext.integrations.optim``, through ``HOOKS.jit_replacements``). What an integration does once
@@ -57,8 +58,8 @@ def jit(
         if (compiled := replacement(fn, jit, options)) is not None:
             return compiled
     jitted = thunder_jit(fn, **with_extension(executors, transforms, strict, replay_blocks, compile_cache), **kwargs)
-    if compile_cache and not isinstance(fn, torch.nn.Module):  # a module's is attached by its CompileCache transform
-        attach(jitted)
+    if compile_cache is not False and not isinstance(fn, torch.nn.Module):  # a module's: by its CompileCache
+        attach(jitted, compile_cache)
     for after in HOOKS.after_jit:
         after(fn, jitted)
     return jitted
@@ -69,11 +70,12 @@ def with_extension(
     transforms: Sequence[Transform] | None,
     strict: bool,
     replay_blocks: bool = True,
-    compile_cache: bool = False,
+    compile_cache: bool | None = False,
 ) -> dict[str, list]:
     """``thunder.jit``'s ``executors`` and ``transforms`` with the extension's: its executor first, before any
     fuser (a region is compiled with the operators its executor list claimed), its transform last (then the
-    compile cache's, with ``compile_cache``, which attaches the cache to a module once thunder has made it)."""
+    compile cache's, unless ``compile_cache`` is False, which attaches the cache to a module once thunder has made it)."""
     executors = thunder.get_default_executors() if executors is None else executors
-    extension = [InplaceTransform(strict=strict, replay_blocks=replay_blocks), *([CompileCache()] if compile_cache else [])]
+    cache = [] if compile_cache is False else [CompileCache(compile_cache)]
+    extension = [InplaceTransform(strict=strict, replay_blocks=replay_blocks), *cache]
     return {"executors": [inplace_ex, *executors], "transforms": [*(transforms or ()), *extension]}

@@ -38,14 +38,14 @@ class Inplace(Plugin):
 
     policy = PluginPolicy.PRE
 
-    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, compile_cache: bool = True) -> None:
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, compile_cache: bool | None = None) -> None:
         self.strict, self.replay_blocks, self.compile_cache = strict, replay_blocks, compile_cache
 
     def setup_executors(self) -> list[Executor]:
         return [inplace_ex]
 
     def setup_transforms(self) -> list[Transform]:
-        cache = [CompileCache()] if self.compile_cache else []
+        cache = [] if self.compile_cache is False else [CompileCache(self.compile_cache)]
         return [InplaceTransform(strict=self.strict, replay_blocks=self.replay_blocks), *cache]
 
     def setup_lookasides(self) -> list[Lookaside]:

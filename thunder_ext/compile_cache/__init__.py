@@ -7,8 +7,10 @@ where each runs only for a call its prologue accepts (``attach.py``); each compi
 and the code files each entry depends on (``key.py``) hold what no prologue checks; the files on disk follow
 ``store.py``'s rules (trusted, atomic, checked, least recently used goes first).
 
-Off with ``THUNDER_EXT_CACHE=0`` or ``thunder_ext.jit(..., compile_cache=False)``; listed and cleared by
-``thunder-ext cache`` and ``thunder-ext cache clear``.
+Off by default, until what it reuses is guarded by every value a trace read (thunder's prologue checks only
+some): on with ``THUNDER_EXT_CACHE=1`` or ``thunder_ext.jit(..., compile_cache=True)``; off everywhere with
+``THUNDER_EXT_CACHE=0`` (``store.enabled``); listed and cleared by ``thunder-ext cache`` and ``thunder-ext cache
+clear``.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ __all__ = ["CompileCache", "LoadedTrace", "attach", "loaded_calls"]
 
 class CompileCache(Transform):
     """The cache for a module that thunder compiles with this among its transforms: thunder calls
-    ``transform_module`` once it has made the ``ThunderModule``. Changes no trace, so no key holds it."""
+    ``transform_module`` once it has made the ``ThunderModule``. Changes no trace, so no key holds it.
+    ``requested``: the compilation's ``compile_cache=`` (None: as ``THUNDER_EXT_CACHE`` says)."""
 
     compile_cache_skips = True
 
+    def __init__(self, requested: bool | None = None) -> None:
+        self.requested = requested
+
     def transform_module(self, model) -> None:
-        attach(model)
+        attach(model, self.requested)

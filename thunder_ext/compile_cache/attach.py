@@ -62,12 +62,12 @@ class LoadedTrace:
         )
 
 
-def attach(jitted: Callable) -> None:
+def attach(jitted: Callable, requested: bool | None = None) -> None:
     """Loads ``jitted``'s stored entries, and saves each it compiles from now on; does nothing where the cache is
-    off (``THUNDER_EXT_CACHE=0``), for a graph of Dynamo's, or where the compilation cannot be keyed (the log says
-    why)."""
+    off (``store.enabled(requested)``, ``requested`` being the compilation's ``compile_cache=``), for a graph of
+    Dynamo's, or where the compilation cannot be keyed (the log says why)."""
     cd = thunder.compile_data(jitted)
-    if not store.enabled() or isinstance(cd.fn, torch.fx.GraphModule):  # Dynamo's graphs: generated, guarded by it
+    if not store.enabled(requested) or isinstance(cd.fn, torch.fx.GraphModule):  # Dynamo's graphs: generated, guarded by it
         return
     try:
         key, fields = key_of(cd)

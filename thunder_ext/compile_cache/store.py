@@ -2,7 +2,11 @@
 
 Settings, read at each use (a program or a test may change them):
 
-- ``THUNDER_EXT_CACHE=0`` turns the cache off (as ``thunder_ext.jit(..., compile_cache=False)`` does for one call);
+- ``THUNDER_EXT_CACHE``: ``1`` turns the cache on for every compilation that does not say ``compile_cache=False``;
+  ``0`` turns it off everywhere, ``compile_cache=True`` included; unset, it is on only where a compilation asks
+  (``thunder_ext.jit(..., compile_cache=True)``). Off by default: an entry runs where thunder's prologue accepts the
+  call, and thunder 0.2.6's prologue does not check every value a trace read (a config's number, a list's
+  length), so a stored program could run for a model it was not compiled for (docs/design.md, the compile cache);
 - ``THUNDER_EXT_CACHE_DIR``: the folder; else ``$XDG_CACHE_HOME/thunder_ext``, else ``~/.cache/thunder_ext``;
 - ``THUNDER_EXT_CACHE_MAX_MB``: the size limit (default 1024): after each save the least recently used entries are
   removed until the cache is within it.
@@ -42,9 +46,18 @@ _SUFFIX = ".entry"
 DEFAULT_MAX_MB = 1024
 
 
-def enabled() -> bool:
-    """Whether the environment leaves the cache on (``THUNDER_EXT_CACHE`` is not ``0``)."""
-    return os.environ.get("THUNDER_EXT_CACHE", "1").strip() not in ("0", "false", "False", "off", "no")
+_ON, _OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+
+
+def enabled(requested: bool | None = None) -> bool:
+    """Whether a compilation uses the cache, given its own ``compile_cache=`` (None where it says nothing):
+    ``THUNDER_EXT_CACHE=0`` wins, then ``requested``, then ``THUNDER_EXT_CACHE=1``; off where none says so."""
+    value = os.environ.get("THUNDER_EXT_CACHE", "").strip().lower()
+    if value not in ("", *_ON, *_OFF):
+        raise ValueError(f"THUNDER_EXT_CACHE must be 1 (on) or 0 (off), got {value!r}")
+    if value in _OFF:
+        return False
+    return requested if requested is not None else value in _ON
 
 
 def folder() -> Path:

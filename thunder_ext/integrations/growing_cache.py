@@ -485,12 +485,13 @@ def _buckets(min_capacity: int, limit: int) -> list[int]:
 
 def _options_of(model: torch.nn.Module) -> dict:
     """``thunder_ext.jit``'s options that ``model`` was compiled with: its executors (without the extension's,
-    which the jit adds), the extension's ``strict``, and whether its compile cache is on (on where ``model`` was
-    compiled without the extension)."""
+    which the jit adds), the extension's ``strict``, and its ``compile_cache`` (None, as ``THUNDER_EXT_CACHE`` says,
+    where ``model`` was compiled without the extension)."""
     data = thunder.compile_data(model)
     transform = next((t for t in data.transforms if isinstance(t, InplaceTransform)), None)
     strict = transform is not None and transform.strict
-    cached = transform is None or any(isinstance(t, CompileCache) for t in data.transforms)
+    cache = next((t for t in data.transforms if isinstance(t, CompileCache)), None)
+    cached = None if transform is None else cache.requested if cache is not None else False
     return {"executors": [e for e in data.executors_list if e is not inplace_ex], "strict": strict,
             "compile_cache": cached}  # fmt: skip
 

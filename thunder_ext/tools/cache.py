@@ -18,7 +18,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.t
         print(f"removed {store.clear()} entries from {where}")
         return
     found = store.every_entry()
-    state = "on" if store.enabled() else "off (THUNDER_EXT_CACHE=0)"
+    state = "on (THUNDER_EXT_CACHE=1)" if store.enabled() else "off unless THUNDER_EXT_CACHE=1 or compile_cache=True"
     total = sum(s.size for s in found) / 2**20
     print(f"compile cache: {where}, {state}; {len(found)} entries, {total:.1f} MB of at most "
           f"{store.max_bytes() / 2**20:.0f} MB (THUNDER_EXT_CACHE_MAX_MB)")  # fmt: skip
