@@ -19,8 +19,9 @@ Two kinds of operator:
 - ``checked_assert(condition, ...)``: a user's ``assert`` on a tensor, checked when the computation runs
   (``thunder_ext.thunder026.tensor_asserts``), raising the ``AssertionError`` eager raises.
 
-- ``check_aliased_arguments``, ``check_no_leaf_written``: prologue checks that refuse a call before anything runs
-  (``transforms/aliased_arguments.py``, ``transforms/leaf_writes.py`` put them there).
+- ``check_aliased_arguments``, ``check_arguments_apart_from_state``, ``check_no_leaf_written``: prologue checks that
+  refuse a call before anything runs (``transforms/aliased_arguments.py``, ``transforms/leaf_writes.py`` put them
+  there).
 - ``check_dense_argument``: an argument that an nvFuser region writes, checked first in the computation: nvFuser
   writes an alias output right only into a dense tensor (``transforms/regions/nvfuser.py``, rule 7).
 
@@ -234,6 +235,36 @@ def _check_aliased_arguments(args, kwargs, computation_args, groups: str) -> Non
                 )
 
 
+def _storage(t: object) -> int | None:
+    """Where a plain strided tensor's storage lies (None for anything else, or an empty storage: all lie at 0)."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout is not torch.strided:  # a subclass may hold none
+        return None
+    storage = t.untyped_storage()
+    return storage.data_ptr() if storage.nbytes() else None
+
+
+def _check_arguments_apart_from_state(computation_args, own: tuple[int, ...], state: tuple[int, ...],
+                                      writes: dict[int, str]) -> None:  # fmt: skip
+    """The second rule of ``transforms/aliased_arguments.py``, on one call: the computation's arguments at ``own``
+    come from the call's, those at ``state`` from elsewhere; ``writes`` describes, by position, the first write
+    into each one's storage."""
+    mine: dict[int, int] = {}
+    for i in own:
+        if (where := _storage(computation_args[i])) is not None and (where not in mine or i in writes):
+            mine[where] = i
+    if not mine:
+        return
+    for i in state:
+        j = mine.get(_storage(computation_args[i]))
+        if j is not None and (what := writes.get(i) or writes.get(j)):
+            raise AliasedArgumentsError(
+                f"thunder_ext.jit: an argument ({_layout(computation_args[j])}) shares storage with a tensor the "
+                f"function takes from elsewhere (a module's parameter or buffer, a global, a closure's cell), and "
+                f"{what}, so nothing was run: the compiled program orders that write against readers of the same "
+                "tensor only. Pass a copy (`.clone()`), or reach the tensor one way only."
+            )
+
+
 class NonDenseWriteError(RuntimeError):
     """An nvFuser region would write an argument whose elements are not laid out densely (rule 7 of
     ``transforms/regions/nvfuser.py``); raised before anything runs."""
@@ -273,6 +304,13 @@ check_aliased_arguments = inplace_ex.register_operator(
     "check_aliased_arguments",
     meta=lambda args, kwargs, computation_args, groups: None,
     fn=_check_aliased_arguments,
+    tags=(prims.OpTags.DONT_DCE,),
+)
+
+check_arguments_apart_from_state = inplace_ex.register_operator(
+    "check_arguments_apart_from_state",
+    meta=lambda computation_args, own, state, writes: None,
+    fn=_check_arguments_apart_from_state,
     tags=(prims.OpTags.DONT_DCE,),
 )
 

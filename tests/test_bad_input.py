@@ -46,6 +46,14 @@ def write_first_then_read(a, b):
     return b * 2
 
 
+SHARED = torch.ones(2, 3)  # a tensor the function reaches as a global, not as an argument
+
+
+def write_argument_read_global(x):
+    x.mul_(2.0)
+    return SHARED.sum(0)
+
+
 def write_second_read_others(a, b, c):
     b.add_(1.0)
     return a * 1, c * 1
@@ -195,6 +203,9 @@ CASES = [
          thunder_ext.AliasedArgumentsError, r"arguments 0, 1 \(flattened positions\) share storage.*does not use every"),
     Case("aliased-after-an-unused-argument", write_ignoring_second, lambda: (lambda x: [x, torch.randn(2), x])(torch.randn(2)),
          thunder_ext.AliasedArgumentsError, r"arguments 0, 2 \(flattened positions\) share storage.*does not use every"),
+    Case("aliased-with-a-global", write_argument_read_global, lambda: [SHARED], thunder_ext.AliasedArgumentsError,
+         r"^thunder_ext\.jit: an argument \(shape \(2, 3\), .*\) shares storage with a tensor the function takes from "
+         r"elsewhere .*, and `mul_` writes into `x` \(.*test_bad_input\.py:\d+: x\.mul_\(2\.0\)\), so nothing was run"),
     Case("aliased-position-on-another-argument", index_add_ignoring_first,
          lambda: (lambda y: [y, torch.randn(2), y, torch.tensor([0, 1])])(torch.randn(2)),
          RuntimeError, r"index dtype=.* was not an integer dtype"),

@@ -20,6 +20,14 @@ member, its positions name them all; otherwise it raises ``AliasedArgumentsError
 runs.
 Calls without aliased arguments get no check: thunder's cache key already tells them apart.
 Read-only functions get none either: thunder leaves their aliased arguments as they are.
+
+thunder's alias groups hold the call's arguments only: an argument that shares storage with a tensor the function
+reaches some other way (``m(m.w)``: a module's parameter or buffer, a global, a closure's cell) is traced as a
+tensor of its own, and the extension's passes order a write into it against its own readers only (``x.mul_(2);
+return self.w.sum(0)`` summed ``w`` before the write). Second rule: where the computation writes in place, the
+prologue checks on every call that no tensor of the call's arguments shares storage with such a tensor where
+either is written; otherwise it raises ``AliasedArgumentsError``, naming the write, before anything runs. Refused,
+not computed as eager would: that needs the trace to know the sharing, which thunder's cache key does not hold.
 """
 
 from __future__ import annotations
@@ -27,11 +35,20 @@ from __future__ import annotations
 from thunder.core.prims import PrimIDs
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 
-from thunder_ext.executors.torch_inplace import AliasedArgumentsError, check_aliased_arguments
-from thunder_ext.transforms.aliasing import thunder_inplace_write
+from thunder.core.proxies import TensorProxy
 
-__all__ = ["AliasedArgumentsError", "refuse_unrepresentable_aliased_arguments"]
+from thunder_ext.executors.torch_inplace import (
+    AliasedArgumentsError,
+    check_aliased_arguments,
+    check_arguments_apart_from_state,
+)
+from thunder_ext.transforms.aliasing import Aliases, source_line, thunder_inplace_write
 
+__all__ = [
+    "AliasedArgumentsError",
+    "refuse_arguments_sharing_written_state",
+    "refuse_unrepresentable_aliased_arguments",
+]
 
 
 def refuse_unrepresentable_aliased_arguments(prologue_trace: TraceCtx, computation_trace: TraceCtx) -> TraceCtx:
@@ -61,3 +78,43 @@ def refuse_unrepresentable_aliased_arguments(prologue_trace: TraceCtx, computati
     checked.bound_symbols = [*body, check, ret]  # after thunder's own checks
     checked.set_provenance(TraceProvenance("refuse unrepresentable aliased arguments"))
     return checked
+
+
+def refuse_arguments_sharing_written_state(prologue_trace: TraceCtx, computation_trace: TraceCtx) -> TraceCtx:
+    """Add the second rule's check to the prologue of a writing computation: which of its arguments come from the
+    call's, which from elsewhere, and the first write into each one's storage."""
+    writes = [b for b in computation_trace.bound_symbols if thunder_inplace_write(b)]
+    if not writes:
+        return prologue_trace
+    aliases = Aliases(computation_trace.bound_symbols)
+    described = {}
+    for i, arg in enumerate(computation_trace.args):
+        if not isinstance(arg, TensorProxy):
+            continue
+        first = next((w for w in writes if aliases.same_storage(thunder_inplace_write(w)[1], arg)), None)
+        if first is not None:
+            where = f" ({line})" if (line := source_line(first)) else ""
+            described[i] = f"`{first.sym.name}` writes into `{arg.name}`{where}"
+    *body, ret = prologue_trace.bound_symbols
+    ((computation_args, _),) = ret.args  # the prologue returns (computation inputs, epilogue inputs)
+    called = _from_the_call(prologue_trace)
+    tensors = [i for i, a in enumerate(computation_args) if isinstance(a, TensorProxy)]
+    own = tuple(i for i in tensors if computation_args[i].name in called)
+    state = tuple(i for i in tensors if i not in own and (i in described or any(j in described for j in own)))
+    if not own or not state:
+        return prologue_trace
+    checked = from_trace(prologue_trace)
+    with tracectx(checked):
+        check = check_arguments_apart_from_state.bind(computation_args, own, state, described, output=None)
+    checked.bound_symbols = [*body, check, ret]  # after thunder's own checks
+    checked.set_provenance(TraceProvenance("thunder_ext: refuse arguments sharing written state"))
+    return checked
+
+
+def _from_the_call(prologue_trace: TraceCtx) -> set[str]:
+    """The names of what the prologue unpacks from the call's ``args`` and ``kwargs``."""
+    called = {"args", "kwargs"}
+    for bsym in prologue_trace.bound_symbols:
+        if any(p.name in called for p in bsym.flat_proxy_args):
+            called.update(p.name for p in bsym.flat_proxy_outs)
+    return called

@@ -23,7 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from thunder_ext.executors import inplace_ex
-from thunder_ext.transforms.aliased_arguments import refuse_unrepresentable_aliased_arguments
+from thunder_ext.transforms.aliased_arguments import (
+    refuse_arguments_sharing_written_state,
+    refuse_unrepresentable_aliased_arguments,
+)
 from thunder_ext.transforms.aliasing_as_traced import written_storage_aliased_as_traced
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
@@ -71,6 +74,7 @@ PIPELINE: tuple[Stage, ...] = (
     # before anything reports a line: a trace of FX-generated code names the user's lines
     Stage(Hook.COMPUTATION, name_user_lines),
     Stage(Hook.PROLOGUE, refuse_unrepresentable_aliased_arguments),
+    Stage(Hook.PROLOGUE, refuse_arguments_sharing_written_state),
     Stage(Hook.PROLOGUE, refuse_differentiated_writes_into_leaves),
     Stage(Hook.COMPUTATION, narrows_as_slices),
     Stage(Hook.COMPUTATION, scatter_writes_through_views),
