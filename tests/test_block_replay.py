@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
 import re
 
 import pytest
@@ -157,6 +158,8 @@ class Layer(nn.Module):
     def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
         if self.how == "reads its index":
             x = x * (self.index + 1)
+        elif self.how == "reads its index's sign":  # 0.0 and -0.0 compare equal, and differ here
+            x = x * math.copysign(1.0, self.index)
         elif self.how == "appends to a list":
             self.seen.append(1)
         elif self.how == "assigns an attribute":
@@ -222,6 +225,8 @@ def test_blocks_that_differ_only_in_what_they_never_read_are_replayed():
     [
         (lambda: Stack([Layer(i, "reads its index") for i in range(3)]), ["interpreted"] * 3,
          "attribute index differs and is read"),
+        (lambda: Stack([Layer(i, "reads its index's sign") for i in (0.0, -0.0, 0.0)]),
+         ["interpreted", "interpreted", "replayed"], "attribute index differs and is read"),
         (lambda: Stack([Layer(i, "appends to a list") for i in range(3)]), ["interpreted"] * 3,
          "the recorded Layer changes a list it did not make (list.append)"),
         (lambda: Stack([Layer(i, "assigns an attribute") for i in range(3)]), ["interpreted"] * 3,
@@ -235,7 +240,7 @@ def test_blocks_that_differ_only_in_what_they_never_read_are_replayed():
         (lambda: Stack([Layer(i, "reads a shared value") for i in range(3)], between=bump),
          ["interpreted"] * 3, "attribute 'scale' changed since the recorded call"),
     ],
-    ids=["per-layer-value-read", "list-append", "attribute-assignment", "global-write", "per-layer-argument",
+    ids=["per-layer-value-read", "per-layer-signed-zero-read", "list-append", "attribute-assignment", "global-write", "per-layer-argument",
          "parameter-dtype", "shared-state-changed-between-calls"],
 )  # fmt: skip
 def test_a_block_that_a_replay_would_trace_differently_is_interpreted(model, expected, reason, caplog):

@@ -6,7 +6,8 @@ A call is replayed only where it would trace the same bound symbols as the recor
    ``forward``), ``training`` flag, parameter and buffer names with their metadata, child names and the names of
    its other attributes; and no hooks, no instance-level ``forward``, no ``torch.compile``.
 2. **Its other attribute values are equal, or never read** by the recorded call: plain immutable values compared
-   by value, anything else by identity (litgpt's ``block_idx`` differs per layer and is never read in ``forward``;
+   by type and value, a float with its sign (``0.0 == -0.0``, but ``1 / x`` tells them apart), anything else by
+   identity (litgpt's ``block_idx`` differs per layer and is never read in ``forward``;
    ``apply_sliding_window_attention`` differs on some layers and is read, so those layers have a record of their
    own).
 3. **Its arguments have the same tree, tensor metadata, Python values and aliasing.**
@@ -23,6 +24,7 @@ repeated module once itself.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +50,24 @@ def is_plain(v: Any) -> bool:
     return type(v) in (tuple, frozenset) and all(is_plain(x) for x in v)
 
 
+def exactly(v: Any) -> Any:
+    """A plain value as a replay compares it: equal only where the traced code cannot tell them apart, so each
+    member with its type (``(1,) == (True,)``) and each float with its sign (``0.0 == -0.0``)."""
+    if isinstance(v, float):
+        return (v, math.copysign(1.0, v))
+    if isinstance(v, complex):
+        return (exactly(v.real), exactly(v.imag))
+    if type(v) in (tuple, frozenset):
+        return type(v)((type(x), exactly(x)) for x in v)
+    return v
+
+
 def snapshot(v: Any) -> tuple:
     """What of ``v`` a replay relies on: a tensor is a proxy in the trace (its value is never baked in); a plain
-    value by value; anything else by identity."""
+    value by value (``exactly``); anything else by identity."""
     if isinstance(v, (Proxy, torch.Tensor)):
         return ("tensor",)
-    return ("plain", type(v), v) if is_plain(v) else ("object", id(v))
+    return ("plain", type(v), exactly(v)) if is_plain(v) else ("object", id(v))
 
 
 def _tensor_meta(t: torch.Tensor | None) -> tuple | None:
@@ -105,12 +119,12 @@ def _leaf_key(x: Any) -> tuple:
     if isinstance(x, TensorProxy):
         return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad)
     if isinstance(x, NumberProxy):
-        return ("N", type(x), x.value)
+        return ("N", type(x), exactly(x.value))
     if isinstance(x, Proxy):
         raise NotReplayable(f"an argument of type {type(x).__name__}")
     if isinstance(x, torch.Tensor):
         raise NotReplayable("a tensor argument thunder did not proxy")
-    return ("P", type(x), x) if is_plain(x) else ("O", id(x))
+    return ("P", type(x), exactly(x)) if is_plain(x) else ("O", id(x))
 
 
 def arguments_key(args: tuple, kwargs: dict) -> tuple[tuple, list]:
