@@ -21,7 +21,8 @@ Two kinds of operator:
 
 - ``check_aliased_arguments``, ``check_arguments_apart_from_state``, ``check_no_leaf_written``: prologue checks that
   refuse a call before anything runs (``transforms/aliased_arguments.py``, ``transforms/leaf_writes.py`` put them
-  there).
+  there); ``check_argument_containers``, one that sends a call whose lists, tuples or dicts differ from the traced
+  call's to another entry, or to a compilation (``transforms/argument_containers.py``).
 - ``check_dense_argument``: an argument that an nvFuser region writes, checked first in the computation: nvFuser
   writes an alias output right only into a dense tensor (``transforms/regions/nvfuser.py``, rule 7).
 
@@ -265,6 +266,23 @@ def _check_arguments_apart_from_state(computation_args, own: tuple[int, ...], st
             )
 
 
+def containers(tree: object) -> str:
+    """The lists, tuples and dicts of ``tree``, nested, each with its type, length and keys (``tuple[list[*,*],
+    dict{'lr':*}]``); anything else is ``*``."""
+    if isinstance(tree, (list, tuple)):
+        return f"{type(tree).__qualname__}[{','.join(map(containers, tree))}]"
+    if isinstance(tree, dict):
+        return f"{type(tree).__qualname__}{{{','.join(f'{k!r}:{containers(v)}' for k, v in tree.items())}}}"
+    return "*"
+
+
+def _check_argument_containers(args, kwargs, traced: str) -> None:
+    """The rule of ``transforms/argument_containers.py``, on one call."""
+    if (now := containers((args, kwargs))) != traced:
+        # a prologue that raises is a miss: thunder tries its next entry, or compiles this call
+        raise ValueError(f"the arguments' lists, tuples and dicts are {now}, not {traced} as traced")
+
+
 class NonDenseWriteError(RuntimeError):
     """An nvFuser region would write an argument whose elements are not laid out densely (rule 7 of
     ``transforms/regions/nvfuser.py``); raised before anything runs."""
@@ -311,6 +329,13 @@ check_arguments_apart_from_state = inplace_ex.register_operator(
     "check_arguments_apart_from_state",
     meta=lambda computation_args, own, state, writes: None,
     fn=_check_arguments_apart_from_state,
+    tags=(prims.OpTags.DONT_DCE,),
+)
+
+check_argument_containers = inplace_ex.register_operator(
+    "check_argument_containers",
+    meta=lambda args, kwargs, traced: None,
+    fn=_check_argument_containers,
     tags=(prims.OpTags.DONT_DCE,),
 )
 

@@ -28,6 +28,7 @@ from thunder_ext.transforms.aliased_arguments import (
     refuse_unrepresentable_aliased_arguments,
 )
 from thunder_ext.transforms.aliasing_as_traced import written_storage_aliased_as_traced
+from thunder_ext.transforms.argument_containers import guard_argument_containers
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
 from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
@@ -73,6 +74,7 @@ class Stage:
 PIPELINE: tuple[Stage, ...] = (
     # before anything reports a line: a trace of FX-generated code names the user's lines
     Stage(Hook.COMPUTATION, name_user_lines),
+    Stage(Hook.PROLOGUE, guard_argument_containers),
     Stage(Hook.PROLOGUE, refuse_unrepresentable_aliased_arguments),
     Stage(Hook.PROLOGUE, refuse_arguments_sharing_written_state),
     Stage(Hook.PROLOGUE, refuse_differentiated_writes_into_leaves),

@@ -10,7 +10,7 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**Four changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
+**Five changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
 ``InplaceTransform`` is: ``thunder026/scope.py``); stock ``thunder.jit`` in the same process does and says what it
 did before.
 
@@ -25,6 +25,9 @@ did before.
   eager's ``AssertionError`` (``thunder_ext.thunder026.tensor_asserts``): the interpreter's handlers of conditional
   jumps are wrapped. Any other branch on a tensor's value fails as before, naming the user's line and
   ``thunder_ext.thunderfx``, which runs it.
+- The lists, tuples and dicts of the call thunder traces are kept (``thunder_ext.thunder026.traced_call``), for the
+  prologue check that a later call holds the same (``transforms/argument_containers.py``): thunder's checks only
+  ``args`` and ``kwargs`` themselves.
 - thunder's rematerialization (``thunder_ext.thunder026.rematerialization``): a region that it makes recompute an op
   of several outputs (the extension's renames of several aliases at once) and receive one of them defined that
   name twice, and the fusion pass failed ("that name is already used"); such a region takes none of them. And a
@@ -91,7 +94,7 @@ from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
 from thunder_ext.hooks import HOOKS
 from thunder_ext.inplace_errors import naming_errors
-from thunder_ext.thunder026 import alias_updates, block_replay, constraints, rematerialization
+from thunder_ext.thunder026 import alias_updates, block_replay, constraints, rematerialization, traced_call
 from thunder_ext.thunder026.foreach import FOREACH
 from thunder_ext.thunder026.scope import compiling_with_extension
 from thunder_ext.thunder026.tensor_asserts import JUMPS, checking_tensor_asserts
@@ -135,6 +138,7 @@ def _adapt_once() -> None:
     block_replay.install()  # acts in the extension's compilations that ask for it only
     rematerialization.install()  # no pinned op recomputed; a region recomputing an op receives none of its outputs
     constraints.install()  # the same prologue checks, found without a quadratic scan
+    traced_call.install()  # the traced call's lists, tuples and dicts kept, in the extension's compilations only
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
 
