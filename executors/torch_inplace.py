@@ -38,6 +38,7 @@ there the passes the pipeline gives it (``prepare_fusion_with``; ``transforms/pi
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import sys
@@ -194,6 +195,13 @@ view_positions = inplace_ex.register_operator(
 )
 
 
+def _check_operator(check: Callable[..., None]) -> Symbol:
+    """``check`` (``_check_<name>``) as the operator ``check_<name>``: traced as nothing (its meta returns None, with
+    ``check``'s signature), run at each call, never removed as dead code."""
+    meta = functools.wraps(check)(lambda *args, **kwargs: None)
+    return inplace_ex.register_operator(check.__name__.lstrip("_"), meta=meta, fn=check, tags=(prims.OpTags.DONT_DCE,))
+
+
 class AliasedArgumentsError(RuntimeError):
     """Two arguments share storage in a way thunder cannot represent; nothing was run or written."""
 
@@ -310,34 +318,14 @@ def _check_dense_argument(t: torch.Tensor, whole: bool, name: str, where: str) -
     )
 
 
-check_dense_argument = inplace_ex.register_operator(
-    "check_dense_argument",
-    meta=lambda t, whole, name, where: None,
-    fn=_check_dense_argument,
-    tags=(prims.OpTags.DONT_DCE,),
-)
+check_dense_argument = _check_operator(_check_dense_argument)
 
 
-check_aliased_arguments = inplace_ex.register_operator(
-    "check_aliased_arguments",
-    meta=lambda args, kwargs, computation_args, groups: None,
-    fn=_check_aliased_arguments,
-    tags=(prims.OpTags.DONT_DCE,),
-)
+check_aliased_arguments = _check_operator(_check_aliased_arguments)
 
-check_arguments_apart_from_state = inplace_ex.register_operator(
-    "check_arguments_apart_from_state",
-    meta=lambda computation_args, own, state, writes: None,
-    fn=_check_arguments_apart_from_state,
-    tags=(prims.OpTags.DONT_DCE,),
-)
+check_arguments_apart_from_state = _check_operator(_check_arguments_apart_from_state)
 
-check_argument_containers = inplace_ex.register_operator(
-    "check_argument_containers",
-    meta=lambda args, kwargs, traced: None,
-    fn=_check_argument_containers,
-    tags=(prims.OpTags.DONT_DCE,),
-)
+check_argument_containers = _check_operator(_check_argument_containers)
 
 LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
 
@@ -349,12 +337,7 @@ def _check_no_leaf_written(computation_args, positions: tuple[int, ...], writes:
             raise RuntimeError(f"thunder_ext.jit: {what}, which is a leaf that requires grad, so nothing was run: {LEAF_ERROR}")
 
 
-check_no_leaf_written = inplace_ex.register_operator(
-    "check_no_leaf_written",
-    meta=lambda computation_args, positions, writes: None,
-    fn=_check_no_leaf_written,
-    tags=(prims.OpTags.DONT_DCE,),
-)
+check_no_leaf_written = _check_operator(_check_no_leaf_written)
 
 
 def _with_out(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
