@@ -274,21 +274,44 @@ def _check_arguments_apart_from_state(computation_args, own: tuple[int, ...], st
             )
 
 
-def containers(tree: object) -> str:
-    """The lists, tuples and dicts of ``tree``, nested, each with its type, length and keys (``tuple[list[*,*],
-    dict{'lr':*}]``); anything else is ``*``."""
-    if isinstance(tree, (list, tuple)):
-        return f"{type(tree).__qualname__}[{','.join(map(containers, tree))}]"
+Containers = tuple  # (type's name, length or keys, ((key, Containers) of each element that is a container, ...))
+
+
+def _key(k: object) -> object:
+    """A dict's key as ``containers`` keeps it: a plain value, or else its object's identity (a tuple, as no plain
+    key is): equal only in this process, for the same object."""
+    return k if type(k) in (str, int, float, bool, type(None)) else ("id", id(k))
+
+
+def containers(tree: object) -> Containers | None:
+    """The list, tuple or dict ``tree`` and those nested in it, each with its type, its length (a dict: its keys, in
+    order) and where in it the nested ones are; None for anything else."""
     if isinstance(tree, dict):
-        return f"{type(tree).__qualname__}{{{','.join(f'{k!r}:{containers(v)}' for k, v in tree.items())}}}"
-    return "*"
+        size, items = tuple(map(_key, tree)), [(_key(k), v) for k, v in tree.items()]
+    elif isinstance(tree, (list, tuple)):
+        size, items = len(tree), enumerate(tree)
+    else:
+        return None
+    return (type(tree).__qualname__, size, tuple((k, c) for k, v in items if (c := containers(v)) is not None))
 
 
-def _check_argument_containers(args, kwargs, traced: str) -> None:
+def _held(tree: object, traced: Containers) -> bool:
+    """Whether ``tree`` is a container as ``traced`` describes it, with its nested ones: only these are walked, so a
+    list of tensors costs its length's comparison (each tensor the trace read is checked by thunder's prologue)."""
+    name, size, nested = traced
+    if type(tree).__qualname__ != name:
+        return False
+    if isinstance(tree, dict):
+        keys = {_key(k): k for k in tree}
+        return tuple(keys) == size and all(_held(tree[keys[k]], c) for k, c in nested)
+    return len(tree) == size and all(_held(tree[k], c) for k, c in nested)
+
+
+def _check_argument_containers(args, kwargs, traced: Containers) -> None:
     """The rule of ``transforms/argument_containers.py``, on one call."""
-    if (now := containers((args, kwargs))) != traced:
+    if not _held((args, kwargs), traced):
         # a prologue that raises is a miss: thunder tries its next entry, or compiles this call
-        raise ValueError(f"the arguments' lists, tuples and dicts are {now}, not {traced} as traced")
+        raise ValueError(f"the arguments' lists, tuples and dicts are {containers((args, kwargs))}, not {traced}")
 
 
 class NonDenseWriteError(RuntimeError):

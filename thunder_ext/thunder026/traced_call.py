@@ -17,14 +17,14 @@ from typing import Any
 
 import thunder
 
-from thunder_ext.executors.torch_inplace import containers
+from thunder_ext.executors.torch_inplace import Containers, containers
 from thunder_ext.thunder026.scope import compiling_with_extension
 
-_TRACED: ContextVar[str | None] = ContextVar("thunder_ext_traced_containers", default=None)
+_TRACED: ContextVar[Containers | None] = ContextVar("thunder_ext_traced_containers", default=None)
 _thunders = thunder.thunder_general_jit
 
 
-def traced_containers() -> str | None:
+def traced_containers() -> Containers | None:
     """``containers`` of the arguments of the call the extension's compilation traced last in this context."""
     return _TRACED.get()
 
