@@ -1,12 +1,17 @@
 """HF transformers' model families through ``generate()`` with its default cache, at both entry points that replace
 it by ``thunder_ext.GrowingStaticCache``: ``thunderfx`` on the forward, and ``thunder.compile`` with
 ``thunder_ext.HFTransformersRecipe()`` and the plugin. Tokens equal eager's (HF's ``DynamicCache``), every cache
-write in place, the cache grown.
+write in place, and the cache passed back into a second ``generate`` (HF's multi-turn use) goes on from where the
+first left off, as eager's does.
 
 Tiny random configs of each family: 64 wide, 4 heads of 16 with 2 key-value heads, 3 layers, windows of 8
 positions where the family slides (Gemma-2 and Gemma-3 mix sliding and global layers: here sliding, global,
 sliding), 4 experts of which 2 per token; a 12-token prompt, longer than a window (its tokens' mask is the window's
-too), then 21 new tokens, so a window wraps and the global layers grow from 16 positions to 32.
+too), then 21 new tokens, so a window wraps; the global layers hold the smallest bucket, capped at the model's 64
+positions. The second turn passes the first's sequence and cache back into ``generate`` for 10 more tokens: it goes
+on at position 33 only where the cache counts the 32 positions written, not the 8 slots of a wrapped window (HF
+would then run positions 8 to 32 again). Nothing is added to the sequence, so the turn runs the step compiled for
+the first: a prompt of more tokens would compile a shape more, at every family and entry point.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from thunder_ext.integrations.hf_transformers import GrowingStaticCache, HFTrans
 
 WIDTH = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
              vocab_size=128, max_position_embeddings=64, num_hidden_layers=3, pad_token_id=0)  # fmt: skip
-WINDOW, PROMPT, NEW_TOKENS = 8, 12, 21
+WINDOW, PROMPT, NEW_TOKENS, SECOND_TOKENS = 8, 12, 21, 10
 SLIDING = ["sliding_attention", "full_attention", "sliding_attention"]
 SLIDING_WINDOWS = {"sliding_window": WINDOW, "layer_types": SLIDING}
 EXPERTS = {"num_local_experts": 4, "num_experts_per_tok": 2}
@@ -59,9 +64,16 @@ def model(family: str) -> torch.nn.Module:
     return getattr(transformers, model_class)(config).eval()
 
 
-def greedy(m: torch.nn.Module, ids: torch.Tensor):
+def greedy(m: torch.nn.Module, ids: torch.Tensor, new_tokens: int = NEW_TOKENS, **kwargs):
     with torch.no_grad():
-        return m.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False, return_dict_in_generate=True)
+        # every token generated (a random model may pick its end token early): the windows wrap
+        return m.generate(ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                          return_dict_in_generate=True, **kwargs)  # fmt: skip
+
+
+def second_turn(m: torch.nn.Module, first):
+    """HF's multi-turn use: the first turn's sequence and its cache passed back."""
+    return greedy(m, first.sequences, SECOND_TOKENS, past_key_values=first.past_key_values)
 
 
 def thunderfx(m: torch.nn.Module):
@@ -99,13 +111,22 @@ def check_family(family: str, entry: str, *, device: str = "cpu") -> None:
     else:
         assert_eagers_but_near_ties(eager, out.sequences, expected.sequences)
     cache = out.past_key_values
+    assert cache.get_seq_length() == PROMPT + NEW_TOKENS - 1  # the last token is returned, not written
+    expected, out = second_turn(eager, expected), second_turn(generating, out)
+    if device == "cpu":
+        assert torch.equal(out.sequences, expected.sequences)
+    else:
+        assert_eagers_but_near_ties(eager, out.sequences, expected.sequences)
+    assert out.past_key_values is cache
+    if entry == "recipe":  # a compilation per shape (the prompt, a step), none per token or turn
+        assert thunder.cache_misses(compiled) == 2, thunder.cache_misses(compiled)
     assert isinstance(cache, GrowingStaticCache)
     writes = [d for d in thunder_ext.inplace_decisions(compiled) if ".index_copy_(2, " in d.source]
     assert writes and all(d.how != "copy" for d in writes), writes
     extra = FAMILIES[family][2]  # the layers' kinds as the table gives them: every layer sliding where none are named
     layers = WIDTH["num_hidden_layers"]
     kinds = extra.get("layer_types") or ["sliding_attention" if "sliding_window" in extra else "full_attention"] * layers
-    assert [layer.capacity for layer in cache.layers] == [WINDOW if k == "sliding_attention" else 32 for k in kinds]
+    assert [layer.capacity for layer in cache.layers] == [WINDOW if k == "sliding_attention" else 64 for k in kinds]
 
 
 NEAR_TIE = 1e-4  # tests/test_litgpt_families.py's allowance

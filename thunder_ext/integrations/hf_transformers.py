@@ -32,6 +32,12 @@ The rules, each with its test in ``tests/test_hf_transformers.py``:
 
 Only growth needs the positions' values, so it needs them on the host: a model called directly, or traced by
 ``thunder.jit`` with its mask built inside, calls ``reserve(cache_position)`` first.
+
+7. **Passed back.** A cache passed into a second ``generate`` (HF's multi-turn use) goes on from the positions
+   written: ``get_seq_length`` counts the positions reserved since the sequences started, not the non-zero slots
+   of layer 0 (``StaticLayer``'s count, which stops at the window once a sliding layer wraps). The cache
+   ``generate`` makes by default holds up to the model's ``max_position_embeddings``, as many as HF's
+   ``DynamicCache`` it replaces, so the next turn fits.
 """
 
 from __future__ import annotations
@@ -169,11 +175,24 @@ class GrowingStaticCache(StaticCache):
             )
         layer = functools.partial(GrowingLayer, min_capacity=min_capacity)
         windows = [text.sliding_window if kind == "sliding_attention" else None for kind in kinds]
+        self.written = 0  # positions since the sequences started (rule 7): a wrapped window holds fewer
         if LAZY_LAYERS:
             Cache.__init__(self, layers=[layer(limit, window=w) for w in windows])
         else:
             Cache.__init__(self, [functools.partial(layer, window=w) for w in windows], config=config,
                            max_batch_size=max_batch_size, max_cache_len=limit, **kwargs)  # fmt: skip
+
+    def get_seq_length(self, layer_idx: int = 0, cache_position: torch.Tensor | None = None) -> int:
+        """The positions written since the sequences started (rule 7). In traced code, HF's count of a layer's
+        written slots, a tensor op: a number kept here would be a constant of the trace, new each token. (Kept on
+        the cache, not its layers: thunder checks every number in a layer's ``__dict__``, which ``update`` reads.)"""
+        if cache_position is not None or is_tracing():
+            return super().get_seq_length(layer_idx, cache_position)
+        return self.written
+
+    def reset(self) -> None:
+        self.written = 0
+        super().reset()
 
     def get_mask_sizes(self, cache_position: torch.Tensor, layer_idx: int) -> tuple[int, int]:
         if not is_tracing():  # thunder's interpreter cannot read the positions' values; ``reserve`` says so
@@ -196,6 +215,7 @@ class GrowingStaticCache(StaticCache):
         for layer in self.layers:
             if starts or high >= layer.capacity:
                 layer.resize(capacity_for(high + 1, layer.min_capacity, limit), copy=not starts)
+        self.written = high + 1 if starts else max(self.written, high + 1)
 
 
 def layer_kinds(text: PretrainedConfig) -> list[str]:
@@ -243,8 +263,10 @@ def use_growing_cache_by_default(model: object) -> None:
         rolls_back = mode in (GenerationMode.ASSISTED_GENERATION, GenerationMode.CONTRASTIVE_SEARCH)
         if named is None and not rolls_back and generation_config.use_cache and model_kwargs.get("past_key_values") is None:
             sequences = max(generation_config.num_beams, generation_config.num_return_sequences) * batch_size
+            # as many positions as the DynamicCache it replaces holds: a cache passed back takes the next turn
+            limit = max(max_cache_length, model.config.get_text_config(decoder=True).max_position_embeddings)
             model_kwargs["past_key_values"] = GrowingStaticCache(
-                model.config, max_cache_length, max_batch_size=sequences, device=model.device, dtype=model.dtype
+                model.config, limit, max_batch_size=sequences, device=model.device, dtype=model.dtype
             )
         return prepare(generation_config, model_kwargs, *args)
 
