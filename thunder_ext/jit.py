@@ -73,8 +73,9 @@ def with_extension(
     compile_cache: bool | None = False,
 ) -> dict[str, list]:
     """``thunder.jit``'s ``executors`` and ``transforms`` with the extension's: its executor first, before any
-    fuser (a region is compiled with the operators its executor list claimed), its transform last (then the
-    compile cache's, unless ``compile_cache`` is False, which attaches the cache to a module once thunder has made it)."""
+    fuser (a region is compiled with the operators its executor list claimed), its transform last (then, unless
+    ``compile_cache`` is False, the compile cache's, which attaches the cache to a module once thunder has made
+    it)."""
     executors = thunder.get_default_executors() if executors is None else executors
     cache = [] if compile_cache is False else [CompileCache(compile_cache)]
     extension = [InplaceTransform(strict=strict, replay_blocks=replay_blocks), *cache]

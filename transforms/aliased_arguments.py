@@ -33,9 +33,8 @@ not computed as eager would: that needs the trace to know the sharing, which thu
 from __future__ import annotations
 
 from thunder.core.prims import PrimIDs
-from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
-
 from thunder.core.proxies import TensorProxy
+from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 
 from thunder_ext.executors.torch_inplace import (
     AliasedArgumentsError,
@@ -87,12 +86,12 @@ def refuse_arguments_sharing_written_state(prologue_trace: TraceCtx, computation
     if not writes:
         return prologue_trace
     aliases = Aliases(computation_trace.bound_symbols)
+    first_writes = {}  # by the storage each writes
+    for w in writes:
+        first_writes.setdefault(aliases.storage_key(thunder_inplace_write(w)[1]), w)
     described = {}
     for i, arg in enumerate(computation_trace.args):
-        if not isinstance(arg, TensorProxy):
-            continue
-        first = next((w for w in writes if aliases.same_storage(thunder_inplace_write(w)[1], arg)), None)
-        if first is not None:
+        if isinstance(arg, TensorProxy) and (first := first_writes.get(aliases.storage_key(arg))) is not None:
             where = f" ({line})" if (line := source_line(first)) else ""
             described[i] = f"`{first.sym.name}` writes into `{arg.name}`{where}"
     *body, ret = prologue_trace.bound_symbols

@@ -67,7 +67,8 @@ def attach(jitted: Callable, requested: bool | None = None) -> None:
     off (``store.enabled(requested)``, ``requested`` being the compilation's ``compile_cache=``), for a graph of
     Dynamo's, or where the compilation cannot be keyed (the log says why)."""
     cd = thunder.compile_data(jitted)
-    if not store.enabled(requested) or isinstance(cd.fn, torch.fx.GraphModule):  # Dynamo's graphs: generated, guarded by it
+    # Dynamo's graphs: generated, and guarded by Dynamo
+    if not store.enabled(requested) or isinstance(cd.fn, torch.fx.GraphModule):
         return
     try:
         key, fields = key_of(cd)
