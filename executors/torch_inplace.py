@@ -311,7 +311,7 @@ def _check_argument_containers(args, kwargs, traced: Containers) -> None:
     """The rule of ``transforms/argument_containers.py``, on one call."""
     if not _held((args, kwargs), traced):
         # a prologue that raises is a miss: thunder tries its next entry, or compiles this call
-        raise ValueError(f"the arguments' lists, tuples and dicts are {containers((args, kwargs))}, not {traced}")
+        raise ValueError(f"the arguments' lists, tuples and dicts are not the traced call's: {traced}")
 
 
 class NonDenseWriteError(RuntimeError):
@@ -345,9 +345,7 @@ check_dense_argument = _check_operator(_check_dense_argument)
 
 
 check_aliased_arguments = _check_operator(_check_aliased_arguments)
-
 check_arguments_apart_from_state = _check_operator(_check_arguments_apart_from_state)
-
 check_argument_containers = _check_operator(_check_argument_containers)
 
 LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
