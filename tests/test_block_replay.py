@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import operator
 import re
 
 import pytest
@@ -169,6 +170,18 @@ class Layer(nn.Module):
             LAST = 1
         elif self.how == "reads a shared value":
             x = x * SHARED.scale
+        elif self.how == "adds a shared tensor":
+            x = x + SHARED.offset
+        elif self.how == "reads its index through vars":  # C functions read attributes unseen by thunder
+            x = x * (vars(self)["index"] + 1)
+        elif self.how == "reads its index through attrgetter":
+            x = x * (operator.attrgetter("index")(self) + 1)
+        elif self.how == "reads its index through object.__getattribute__":
+            x = x * (object.__getattribute__(self, "index") + 1)
+        elif self.how == "reads a shared value through vars":
+            x = x * vars(SHARED)["scale"]
+        elif self.how == "adds a global tensor":
+            x = x + OFFSET
         return torch.tanh(self.lin(x.to(self.lin.weight.dtype)) * scale).to(torch.float32)
 
 
@@ -176,16 +189,22 @@ LAST = 0
 
 
 class Shared:
-    """A value every layer reads, outside the layers: a config that the model changes between them."""
+    """Values every layer reads, outside the layers: a config that the model changes between them."""
 
-    scale = 1.0
+    def __init__(self) -> None:
+        self.scale, self.offset = 1.0, torch.zeros(8)
 
 
 SHARED = Shared()
+OFFSET = torch.ones(8)
 
 
 def bump() -> None:
     SHARED.scale = SHARED.scale + 1.0
+
+
+def another_offset() -> None:
+    SHARED.offset = SHARED.offset + 1.0
 
 
 class Stack(nn.Module):
@@ -208,16 +227,17 @@ def replayed_matches_eager(model: nn.Module) -> list[str]:
     block was traced."""
     torch.manual_seed(1)
     x = torch.randn(2, 8)
-    SHARED.scale = 1.0  # which a model may change between its layers
+    SHARED.__init__()  # which a model may change between its layers
     want = copy.deepcopy(model)(x)
-    SHARED.scale = 1.0
+    SHARED.__init__()
     jitted = thunder_ext.jit(model)
     assert_close(jitted(x), want)
     return hows(jitted)
 
 
-def test_blocks_that_differ_only_in_what_they_never_read_are_replayed():
-    assert replayed_matches_eager(Stack([Layer(i) for i in range(4)])) == ["interpreted"] + ["replayed"] * 3
+@pytest.mark.parametrize("how", ["", "reads a shared value", "adds a shared tensor", "adds a global tensor"])
+def test_blocks_that_differ_only_in_what_they_never_read_are_replayed(how):
+    assert replayed_matches_eager(Stack([Layer(i, how) for i in range(4)])) == ["interpreted"] + ["replayed"] * 3
 
 
 @pytest.mark.parametrize(
@@ -239,9 +259,23 @@ def test_blocks_that_differ_only_in_what_they_never_read_are_replayed():
          ["interpreted", "interpreted", "replayed"], "a module of another structure"),
         (lambda: Stack([Layer(i, "reads a shared value") for i in range(3)], between=bump),
          ["interpreted"] * 3, "attribute 'scale' changed since the recorded call"),
+        (lambda: Stack([Layer(i, "adds a shared tensor") for i in range(3)], between=another_offset),
+         ["interpreted"] * 3, "attribute 'offset' changed since the recorded call"),
+        (lambda: Stack([Layer(i, "reads its index through vars") for i in range(3)]), ["interpreted"] * 3,
+         "the recorded Layer passes a Layer to vars, whose reads thunder cannot see"),
+        (lambda: Stack([Layer(i, "reads its index through attrgetter") for i in range(3)]), ["interpreted"] * 3,
+         "the recorded Layer passes a Layer to attrgetter.__call__, whose reads thunder cannot see"),
+        (lambda: Stack([Layer(i, "reads its index through object.__getattribute__") for i in range(3)]),
+         ["interpreted"] * 3, "the recorded Layer passes a Layer to object.__getattribute__, whose reads thunder "
+         "cannot see"),
+        # not changed between layers: thunder 0.2.6 refuses a change to an object that vars() read
+        (lambda: Stack([Layer(i, "reads a shared value through vars") for i in range(3)]),
+         ["interpreted"] * 3, "the recorded Layer passes a Shared to vars, whose reads thunder cannot see"),
     ],
-    ids=["per-layer-value-read", "per-layer-signed-zero-read", "list-append", "attribute-assignment", "global-write", "per-layer-argument",
-         "parameter-dtype", "shared-state-changed-between-calls"],
+    ids=["per-layer-value-read", "per-layer-signed-zero-read", "list-append", "attribute-assignment", "global-write",
+         "per-layer-argument", "parameter-dtype", "shared-state-changed-between-calls",
+         "shared-tensor-reassigned-between-calls", "per-layer-value-read-by-vars", "per-layer-value-read-by-attrgetter",
+         "per-layer-value-read-by-object-getattribute", "shared-state-read-by-vars"],
 )  # fmt: skip
 def test_a_block_that_a_replay_would_trace_differently_is_interpreted(model, expected, reason, caplog):
     caplog.set_level(logging.INFO, logger="thunder_ext")

@@ -21,7 +21,9 @@ an HF decoder layer) costs 30 interpretations of the same code, 94% of a compila
 A record cannot be replayed where its call had a side effect other than a tensor write: an attribute assignment on
 an object it did not make (litgpt's ``KVCache`` converting its buffers, ``self.k = self.k.to(dtype)``), a global
 written or deleted, an existing list or dict changed, a module's member dicts changed, grad or autocast changed, a
-random op, or a trace scope left open.
+random op, or a trace scope left open; nor where it passed a module of the block, or an object from outside with
+attributes, to a C function other than a few known to read none (``vars``, ``operator.attrgetter`` and
+``object.__getattribute__`` read attributes that thunder's interpreter does not see read).
 
 Only the extension's compilations that ask for it replay (``ExtensionTransform.replay_blocks``); everywhere else the
 lookaside interprets ``_call_impl`` as thunder does, and the detectors do nothing.
@@ -544,6 +546,41 @@ def _item_reading(lookaside: Callable) -> Callable:
     return read
 
 
+# opaque callables that read no attribute of their arguments: making an object, binding a function to one, its type
+_READ_NO_ATTRIBUTES = frozenset(
+    map(id, (object.__new__, object.__init__, types.FunctionType.__get__, types.MethodDescriptorType.__get__,
+             types.WrapperDescriptorType.__get__, callable, id, type, isinstance, issubclass))
+)  # fmt: skip
+
+
+def _seeing_opaque_calls(lookaside: Callable) -> Callable:
+    """thunder runs a C function (``vars``, ``operator.attrgetter``, ``object.__getattribute__``) without seeing what
+    it reads: a record whose call passes such a function a module of the block or an object from outside it with
+    attributes cannot be replayed, since what the function read is not known to be the same on another call."""
+
+    def find(fn, *args, **kwargs):
+        found = lookaside(fn, *args, **kwargs)
+        if found is None and (record := _recording()) is not None and id(fn) not in _READ_NO_ATTRIBUTES:
+            if interpreter.is_opaque(fn):
+                made = 1 if getattr(fn, "__name__", None) == "__init__" else 0  # the object an __init__ makes
+                for a in (*args[made:], *kwargs.values()):
+                    if _has_attributes_to_read(record, a):
+                        name = getattr(fn, "__qualname__", type(fn).__name__)
+                        record.refuse(f"passes a {type(unwrap(a)).__name__} to {name}, whose reads thunder cannot see")
+        return found
+
+    return find
+
+
+def _has_attributes_to_read(record: _Record, wrapped: object) -> bool:
+    held = unwrap(wrapped)
+    if id(held) in record.module.paths:
+        return True
+    if not isinstance(getattr(held, "__dict__", None), dict) or _made_by_the_call(record, wrapped):
+        return False
+    return not isinstance(held, (type, types.ModuleType, types.FunctionType, types.MethodType, Proxy, torch.Tensor))
+
+
 def _noting_made(callback: Callable) -> Callable:
     def wrap_callback(value):
         if (record := _recording()) is not None:
@@ -563,7 +600,7 @@ def _noting_globals(callback: Callable) -> Callable:
             globals_ = unwrap(frame.globals) if frame is not None else None
             if isinstance(globals_, dict):
                 key = ("global", id(globals_), name)
-                record.outside_reads.setdefault(key, (globals_, name, snapshot(unwrap(value))))
+                record.outside_reads.setdefault(key, (globals_, name, snapshot(_global(globals_, name))))
         return callback(value, name)
 
     return read_global
@@ -599,6 +636,7 @@ def install() -> None:
         for method in methods:
             fn, name = getattr(container, method), f"{container.__name__}.{method}"
             _wrap_entry(lookasides if fn in lookasides else tracking, fn, _changing(name))
+    jit_ext.general_jit_lookaside = _seeing_opaque_calls(jit_ext.general_jit_lookaside)  # read when a jit begins
     callbacks = jit_ext.general_jit_callbacks
     _wrap_entry(callbacks, INTERPRETER_CALLBACKS.WRAP_CALLBACK, _noting_made)
     _wrap_entry(callbacks, INTERPRETER_CALLBACKS.GLOBAL_CALLBACK, _noting_globals)

@@ -12,7 +12,8 @@ A call is replayed only where it would trace the same bound symbols as the recor
    own).
 3. **Its arguments have the same tree, tensor metadata, Python values and aliasing.**
 4. **What the recorded call read outside the subtree is unchanged** (attributes of a shared config, globals, items
-   of existing containers), as thunder's interpreter sees them now; and grad and autocast are as they were.
+   of existing containers), as thunder's interpreter sees them now, a tensor by identity; and grad and autocast are
+   as they were. What a C function read unseen is not known: such a record is not replayed (``block_replay``).
 
 How a module's tensors are found again on another module: the provenance of each, a chain of constant attribute
 loads and subscripts from the module (``access_path``), which replay runs again through the interpreter.
@@ -63,10 +64,9 @@ def exactly(v: Any) -> Any:
 
 
 def snapshot(v: Any) -> tuple:
-    """What of ``v`` a replay relies on: a tensor is a proxy in the trace (its value is never baked in); a plain
-    value by value (``exactly``); anything else by identity."""
-    if isinstance(v, (Proxy, torch.Tensor)):
-        return ("tensor",)
+    """What of ``v`` a replay relies on: a plain value by value (``exactly``); anything else, a tensor too, by
+    identity (a replay keeps the record's proxy of a tensor read from outside the module, so another tensor there,
+    such as one the model assigns between its layers, is another call)."""
     return ("plain", type(v), exactly(v)) if is_plain(v) else ("object", id(v))
 
 
