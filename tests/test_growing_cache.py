@@ -188,6 +188,35 @@ def test_cuda_graphs_find_each_bucket_where_they_captured_it_across_generate_cal
     assert [t.data_ptr() for t in caches(graphed._model)] == first_bucket
 
 
+@pytest.mark.executor_sets("defaults")  # CI time: the dtype is chosen before anything compiles
+def test_a_bf16_model_given_no_dtype_gets_caches_of_its_dtype_and_generates_eagers_tokens():
+    # litgpt's cache converts itself to the activations' dtype on its first call; a growing cache is made in it
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=1, block_size=64).to(torch.bfloat16)
+    jitted = thunder_ext.jit(copy.deepcopy(eager))
+    eager.set_kv_cache(batch_size=1, max_seq_length=32)
+    thunder_ext.set_kv_cache(jitted, batch_size=1, max_seq_length=32, min_capacity=4)  # no dtype, as README's
+    assert {t.dtype for t in caches(jitted._model)} == {torch.bfloat16}
+    prompt = torch.randint(0, VOCAB, (3,))
+    expected = generate(eager, prompt, 15, temperature=0.0, include_prompt=False)  # grows at 4 and 8
+    assert torch.equal(generate(jitted, prompt, 15, temperature=0.0, include_prompt=False), expected)
+
+
+@pytest.mark.executor_sets("defaults")  # CI time: a refresh of the compiled module's buffers, before it runs
+def test_litgpts_own_cache_set_after_thunder_ext_set_kv_cache_is_the_one_the_compiled_model_uses():
+    torch.manual_seed(0)
+    eager, jitted = eager_and_jitted(limit=16, min_capacity=4)
+    x, pos = torch.randint(0, VOCAB, (1, 5)), torch.arange(5)
+    with torch.inference_mode():
+        assert_close(jitted(x, pos), eager(x, pos))
+        for model in (eager, jitted._model):  # litgpt's own reset, as its scripts do between runs
+            model.clear_kv_cache()
+            model.set_kv_cache(batch_size=1, max_seq_length=48)
+        assert_close(jitted(x, pos), eager(x, pos))
+        assert_close(jitted(x[:, :1], pos[-1:] + 1), eager(x[:, :1], pos[-1:] + 1))
+    assert jitted._model.transformer.h[0].attn.kv_cache.k.shape[2] == 48  # litgpt's, not a bucket
+
+
 @pytest.mark.executor_sets("defaults")  # an eager model: nothing compiled
 def test_an_eager_model_grows_its_cache_and_generates_litgpts_tokens():
     torch.manual_seed(0)

@@ -210,8 +210,9 @@ def set_kv_cache(
     ``model`` is a litgpt ``GPT``, or what ``thunder_ext.jit(gpt)`` or ``thunder.compile(gpt, ...)`` (the
     ``thunder.jit`` interpreter) returns: the module that will be called, since the calls are fitted to the
     buckets there. ``max_seq_length`` (the model's if None) is the limit and becomes ``model.max_seq_length``;
-    the other arguments are litgpt's. ``min_capacity`` is the smallest bucket. ``compile_ahead``: a second
-    process compiles the calls of each larger bucket ahead (rule 8).
+    the other arguments are litgpt's, but for ``dtype``: the model's (its embedding's) where None, the dtype
+    litgpt's own cache takes on its first call. ``min_capacity`` is the smallest bucket. ``compile_ahead``: a
+    second process compiles the calls of each larger bucket ahead (rule 8).
     """
     gpt = _gpt_of(model)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -225,6 +226,8 @@ def set_kv_cache(
         )
     if rope_cache_length is None:
         rope_cache_length = gpt.rope_cache_length()
+    if dtype is None and gpt.transformer.wte.weight.is_floating_point():
+        dtype = gpt.transformer.wte.weight.dtype  # litgpt's KVCache converts itself to it (self.k.to(k.dtype))
     changed = {}
     if limit != gpt.max_seq_length:
         gpt.max_seq_length = limit  # litgpt rebuilds its rope cache for the new length
@@ -318,6 +321,9 @@ class BucketedForward:
                 "it fits to the cache's buckets"
             )
         self.grew = False
+        if not self._holds_its_caches() and isinstance(self.model, ThunderModule):
+            # litgpt's own clear_kv_cache or set_kv_cache since: the compiled module takes the model's new buffers
+            refresh_thunder_module(self.model, dict(self.gpt.named_buffers()))
         if input_pos is None or not self._holds_its_caches() or not self._takes(idx, input_pos):
             # no cache, caches set anew by litgpt, or a call the model refuses with its own error
             return self.forward(idx, input_pos, input_pos_maxp1, lm_head_chunk_size)
