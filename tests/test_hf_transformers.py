@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 
 import pytest
 import thunder
@@ -158,6 +159,50 @@ def test_generate_through_thunder_compiler_writes_a_growing_cache_passed_and_ref
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed, match=r"this graph calls torch.vmap.*"
                                                                       r"past_key_values=thunder_ext.GrowingStaticCache\(config=model.config\)"):  # fmt: skip
         greedy(twin, prompt(), 2)
+
+
+def calls(compiled) -> int:
+    return thunder.cache_hits(compiled) + thunder.cache_misses(compiled)
+
+
+@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
+def test_beam_search_through_the_extensions_recipe_calls_the_compiled_model_and_gives_eagers_tokens():
+    # thunder's recipe binds generate and _sample to the compiled module; beam search reached the model uncompiled
+    eager = model("llama")
+    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
+    out = greedy(compiled, prompt(), 8, num_beams=2)
+    assert torch.equal(out.sequences, greedy(eager, prompt(), 8, num_beams=2).sequences)
+    assert calls(compiled) == 8  # a prefill and seven decode steps, each of two beams
+    all_in_place(compiled, graphs=1)
+
+
+@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
+def test_assisted_generation_through_the_recipe_runs_uncompiled_and_says_so(caplog):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    eager = model("llama")
+    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
+    out = greedy(compiled, prompt(), 8, prompt_lookup_num_tokens=3)
+    assert torch.equal(out.sequences, greedy(eager, prompt(), 8, prompt_lookup_num_tokens=3).sequences)
+    assert calls(compiled) == 0
+    said = [r.getMessage() for r in caplog.records if "runs _assisted_decoding with the model uncompiled" in r.getMessage()]
+    assert said == ["thunder_ext: LlamaForCausalLM.generate() runs _assisted_decoding with the model uncompiled: it "
+                    "rolls back its cache, which only HF's DynamicCache does and thunder 0.2.6 does not compile, or is "
+                    "not compiled by this recipe"]  # fmt: skip
+
+
+@pytest.mark.executor_sets("defaults")  # refused before anything compiles
+@pytest.mark.parametrize("entry", ["recipe", "thunderfx"])
+def test_generate_without_a_cache_is_refused_by_name_before_anything_runs(entry):
+    m = model("llama")
+    if entry == "recipe":
+        m = compiled = thunder.compile(m, recipe=HFTransformersRecipe(), plugins="inplace")
+    else:
+        m.forward = compiled = thunder_ext.thunderfx(m.forward)
+    with pytest.raises(NotImplementedError, match=r"^thunder_ext: LlamaForCausalLM.generate\(use_cache=False\) cannot be "
+                                                  r"compiled: HF builds the attention mask of a call without a cache "
+                                                  r"with torch.vmap"):  # fmt: skip
+        greedy(m, prompt(), 2, use_cache=False)
+    assert entry == "thunderfx" or calls(compiled) == 0
 
 
 @pytest.mark.executor_sets("defaults")  # nothing compiled

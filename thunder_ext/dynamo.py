@@ -52,10 +52,11 @@ class ThunderCompiler(thunder.dynamo.ThunderCompiler):
             # the check that would send the node to Inductor; HF's mask is the one such graph users meet
             raise NotImplementedError(
                 "thunder_ext.ThunderCompiler: this graph calls torch.vmap, which thunder 0.2.6's splitter cannot "
-                "take. HF transformers builds its attention mask so inside the forward when generate() uses its "
-                "default DynamicCache: pass generate(..., past_key_values=thunder_ext.GrowingStaticCache(config=model."
-                "config)), written in place, or compile with model.forward = thunder_ext.thunderfx(model.forward), which "
-                "uses it by default"
+                "take. HF transformers builds its attention mask so inside the forward of a call with a DynamicCache: "
+                "assisted generation and contrastive search, which roll their cache back, and a generate() given a "
+                "DynamicCache; greedy search, sampling and beam search use thunder_ext.GrowingStaticCache by default "
+                "under model.forward = thunder_ext.thunderfx(model.forward), or pass "
+                "generate(..., past_key_values=thunder_ext.GrowingStaticCache(config=model.config))"
             )
         return super().__call__(gm, sample_args)
 

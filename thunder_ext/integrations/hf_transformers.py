@@ -259,6 +259,12 @@ def use_growing_cache_by_default(model: object) -> None:
         named = generation_config.cache_implementation or getattr(
             model.config.get_text_config(decoder=True), "cache_implementation", None
         )
+        if not generation_config.use_cache:  # refused here, before anything runs
+            raise NotImplementedError(
+                f"thunder_ext: {type(model).__name__}.generate(use_cache=False) cannot be compiled: HF builds the "
+                "attention mask of a call without a cache with torch.vmap, which thunder 0.2.6 does not take; "
+                "generate with its cache (the default, a thunder_ext.GrowingStaticCache written in place)"
+            )
         # assisted generation and contrastive search roll their cache back, which only HF's dynamic cache does
         rolls_back = mode in (GenerationMode.ASSISTED_GENERATION, GenerationMode.CONTRASTIVE_SEARCH)
         if named is None and not rolls_back and generation_config.use_cache and model_kwargs.get("past_key_values") is None:
@@ -371,6 +377,43 @@ def warn_that_generate_runs_uncompiled(model: object, jitted: torch.nn.Module) -
     jitted.generate = generate_uncompiled
 
 
+# generate()'s decoding loops other than _sample, which thunder's recipe binds to the compiled module with generate:
+# beam search is bound too; the others, which roll back their cache or are not tried here, call the model uncompiled
+COMPILED_LOOPS = ("_beam_search",)
+UNCOMPILED_LOOPS = ("_assisted_decoding", "_contrastive_search", "_dola_decoding", "_group_beam_search",
+                    "_constrained_beam_search")  # fmt: skip
+
+
+def bind_decoding_loops(compiled: torch.nn.Module, model: GenerationMixin) -> None:
+    """``compiled``'s decoding loops call ``compiled``: thunder's recipe binds ``generate`` and ``_sample`` only, so
+    that beam search reached the uncompiled ``model`` through the compiled module's attribute lookup, silently. A
+    loop that still calls ``model`` says so once, at INFO."""
+    for name in COMPILED_LOOPS:
+        if (loop := getattr(type(model), name, None)) is not None:
+            setattr(compiled, name, functools.partial(loop, compiled))
+    for name in UNCOMPILED_LOOPS:
+        if (loop := getattr(model, name, None)) is not None:
+            setattr(compiled, name, _said_uncompiled(loop, type(model).__name__))
+
+
+def _said_uncompiled(loop: Callable, model_name: str) -> Callable:
+    said = False
+
+    @functools.wraps(loop)
+    def uncompiled(*args: Any, **kwargs: Any) -> Any:
+        nonlocal said
+        if not said:
+            said = True
+            log.info(
+                "thunder_ext: %s.generate() runs %s with the model uncompiled: it rolls back its cache, which only "
+                "HF's DynamicCache does and thunder 0.2.6 does not compile, or is not compiled by this recipe",
+                model_name, loop.__name__,
+            )  # fmt: skip
+        return loop(*args, **kwargs)
+
+    return uncompiled
+
+
 class HFTransformersRecipe(HFTransformers):
     """thunder's ``"hf-transformers"`` recipe, on any device, with ``generate()``'s default cache a
     ``GrowingStaticCache``: ``thunder.compile(model, recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")``.
@@ -388,6 +431,7 @@ class HFTransformersRecipe(HFTransformers):
         use_growing_cache_by_default(model)
         compiled = super().apply(model)
         if isinstance(model, GenerationMixin):
+            bind_decoding_loops(compiled, model)
             # ``generate`` makes the attention mask, and from it the cache's masks (``masks_for_generate``), only for
             # a forward whose signature names ``attention_mask``; a ThunderModule's takes ``*args, **kwargs``, so the
             # model made its masks inside the compiled forward, where a sliding-window layer's would be HF's
