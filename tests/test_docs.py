@@ -1,4 +1,5 @@
-"""Every test name and every path that the docs, docstrings and comments cite exists."""
+"""Every test name and every path that the docs, docstrings and comments cite exists, every relative link of the docs
+resolves, and the README and design.md stay short enough to read in one sitting."""
 
 import copy
 import importlib.util
@@ -10,7 +11,10 @@ import pytest
 pytestmark = pytest.mark.executor_sets("defaults")  # reads files; the README's HF block picks its own executors
 
 ROOT = Path(__file__).parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "records").glob("*.md"))]
+# Every markdown file whose links are checked: the docs above, and the benchmark tables under docs/benchmarks/.
+LINKED_DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+MAX_LINES = {"README.md": 200, "docs/design.md": 800}
 SOURCES = sorted(
     p for d in ("tests", "thunder_ext", "transforms", "executors", "benchmarks", "scripts")
     for p in (ROOT / d).rglob("*") if p.suffix in (".py", ".sh")
@@ -20,6 +24,8 @@ OUTPUTS = {"docs/gpu_results.md", "docs/benchmarks/gpu"}
 
 PATH = re.compile(r"(?<![\w/.])((?:tests|docs|transforms|executors|thunder_ext|scripts|benchmarks|notebooks)/[\w./-]*\w/?)")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} +(.*?)#*\s*$")
 TEST_NAME = re.compile(r"`(\.\.\.)?(\w*test_\w*?)(\.\.\.)?(?:\[[^\]`]*\])?`")
 
 
@@ -86,3 +92,65 @@ def test_the_readmes_hf_forms_run_as_written():
             scope = {"model": copy.deepcopy(eager), "ids": ids}
             exec(code, scope)
             assert torch.equal(scope["tokens"], expected), code
+
+
+@pytest.mark.parametrize("path, limit", MAX_LINES.items())
+def test_the_readme_and_design_md_stay_short(path, limit):
+    lines = len((ROOT / path).read_text().splitlines())
+    assert lines <= limit, f"{path} has {lines} lines, more than {limit}: move details to docs/ or docs/records/"
+
+
+def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading: its text (a link's text, no markup), lowercased, punctuation other than
+    '-' and '_' removed, spaces made '-'."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip())
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def anchors(doc: Path) -> set[str]:
+    """Every heading's anchor in ``doc``, a repeated one numbered as GitHub numbers it (``name-1``, ...); lines inside
+    fenced code are no headings."""
+    found, seen, fenced = set(), {}, False
+    for line in doc.read_text().splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (m := HEADING.match(line)):
+            anchor = github_anchor(m.group(1))
+            found.add(f"{anchor}-{seen[anchor]}" if anchor in seen else anchor)
+            seen[anchor] = seen.get(anchor, 0) + 1
+    return found
+
+
+def broken_links(doc: Path) -> list[str]:
+    """The relative links ``[text](path#anchor)`` of ``doc`` whose file does not exist, or, for a .md file, whose
+    anchor is no heading of it (a link ``(#anchor)`` names a heading of ``doc`` itself)."""
+    broken = []
+    for target in MARKDOWN_LINK.findall(doc.read_text()):
+        if "://" in target or target.startswith("mailto:"):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (doc.parent / path).resolve() if path else doc
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            broken.append(f"{target}: no heading of {linked.name} has that anchor")
+    return broken
+
+
+@pytest.mark.parametrize("doc", LINKED_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc):
+    assert not broken_links(doc), broken_links(doc)
+
+
+def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
+    (tmp_path / "other.md").write_text("# Other\n\n## The pass: `transforms/functionalize.py`\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "# Doc\n```\n# not a heading\n```\n[a](other.md#the-pass-transformsfunctionalizepy) [b](#doc) [c](other.md)\n"
+        "[d](missing.md) [e](other.md#the-pass) [f](#not-a-heading) [g](https://example.com/x.md#y)\n"
+    )
+    assert broken_links(doc) == [
+        "missing.md: no such file",
+        "other.md#the-pass: no heading of other.md has that anchor",
+        "#not-a-heading: no heading of doc.md has that anchor",
+    ]
