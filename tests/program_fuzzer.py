@@ -153,6 +153,10 @@ class Builder:
         keep = self.draw(st.integers(0, len(shape)))  # the leading dims that are dropped are broadcast
         src_shape = tuple(d if self.draw(st.booleans()) else 1 for d in shape[len(shape) - keep :])
         dtype = self.draw(st.sampled_from(["float32", "float64", "int64"])) if dtypes else "float32"
+        if not src_shape and dtype == "float32" and self.draw(st.booleans()):
+            # a 0-d value the program computes, which thunder's prims take unbroadcast (a gradient to sum back)
+            reduced = self.draw(st.sampled_from([".sum()", ".flatten()[0]", ".abs().mean()"]))
+            return f"{self.pick(self.tensors).name}{reduced}"
         if dtype == "float32":
             return self.float_arg(src_shape)
         if dtype == "float64":
