@@ -23,6 +23,7 @@ from thunder.executors.torch_compile import torch_compile_ex
 import thunder_ext
 from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, seconds, status
 from thunder_ext.benchmarks.report import Table, Target, mib, ms, plot_per_length, ratio
+from thunder_ext.thunder026.compiled import compiled_module
 from thunder_ext.tools.demo_model import small_model
 
 PROMPT = 16
@@ -86,7 +87,7 @@ def compiled_so_far(name: str, model: torch.nn.Module) -> int:
 def cache_sizes(model: torch.nn.Module) -> tuple[int, int, int]:
     """Bytes of the KV buffers (every layer's k and v), the positions they hold, and the bytes of the attention
     mask litgpt keeps beside them."""
-    gpt = getattr(model, "_model", getattr(model, "_orig_mod", model))
+    gpt = compiled_module(getattr(model, "_orig_mod", model))
     buffers = [t for block in gpt.transformer.h for t in (block.attn.kv_cache.k, block.attn.kv_cache.v)]
     return sum(t.nbytes for t in buffers), buffers[0].shape[2], gpt.mask_cache.nbytes
 

@@ -26,6 +26,7 @@ import torch
 import thunder_ext
 from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, seconds, status
 from thunder_ext.benchmarks.report import Table, Target, mib, ms, ratio
+from thunder_ext.thunder026.compiled import compiled_module
 
 PROMPT = 16
 NEW_TOKENS = 512
@@ -63,7 +64,7 @@ class Runner:
     def __post_init__(self) -> None:
         """Time ``generate``'s own step work, its inputs and (for a static cache) its attention mask, apart from
         the forward: the model's ``prepare_inputs_for_generation``, wrapped on the instance."""
-        owner = getattr(self.model, "_model", self.model)  # the recipe's ThunderModule reads the model's
+        owner = compiled_module(self.model)  # the recipe's ThunderModule reads the model's
         prepare = owner.prepare_inputs_for_generation
 
         def timed(*args, **kwargs):

@@ -30,7 +30,7 @@ from thunder.extend import FusionExecutor
 import thunder_ext
 from thunder_ext.transforms.regions.nvfuser import NVFUSER_RULES
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, is_view_op, tensor_args
+from thunder_ext.transforms.op_kinds import ELEMENTWISE_PRIM_IDS, is_view_op, tensor_args
 from thunder_ext.transforms.aliasing_as_traced import (
     cse_keeping_written_storage_apart,
     nvfuser_may_run_as_a_view,

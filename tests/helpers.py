@@ -25,8 +25,8 @@ import thunder_ext
 from fake_nvfuser import fusion_region
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import is_copy_to_out
 from thunder_ext.transforms.no_recomputation import RECOMPUTING_DIFFERS, pin_reads_of_overwritten_storage
+from thunder_ext.transforms.op_kinds import is_copy_to_out
 
 
 def clone_args(args):

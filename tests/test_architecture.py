@@ -10,6 +10,7 @@ import ast
 import importlib.util
 import pathlib
 import re
+import tomllib
 
 import pytest
 import thunder
@@ -34,21 +35,19 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("command line", ("thunder_ext.tools.cli",)),
 ]
 GLUE = "thunder_ext.thunder026"
+PYPROJECT = pathlib.Path(__file__).parent.parent / "pyproject.toml"
 
 pytestmark = pytest.mark.executor_sets("defaults")  # the rules are read from the source: no executor runs
 
 
 def _modules() -> dict[str, pathlib.Path]:
-    """Every module of the installed package, by its dotted name (the package maps folders of the repository)."""
+    """Every module of the installed package, by its dotted name: each package pyproject.toml lists, read in the
+    folder it installs from (``thunder_ext.transforms`` is ``transforms/``, not a folder inside ``thunder_ext/``)."""
     found = {}
-    packages = ["thunder_ext"]
-    while packages:
-        name = packages.pop()
-        spec = importlib.util.find_spec(name)
-        for folder in spec.submodule_search_locations:
+    for name in tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["packages"]:
+        for folder in importlib.util.find_spec(name).submodule_search_locations:
             for path in sorted(pathlib.Path(folder).glob("*.py")):
                 found[name if path.stem == "__init__" else f"{name}.{path.stem}"] = path
-            packages += [f"{name}.{d.name}" for d in pathlib.Path(folder).iterdir() if (d / "__init__.py").exists()]
     return found
 
 
@@ -91,7 +90,9 @@ def test_every_module_imports_only_its_own_layer_and_those_below():
 
 def test_the_layers_are_the_folders_in_order_so_no_folders_import_each_other():
     folders = {name.rsplit(".", 1)[0] if path.stem != "__init__" else name for name, path in MODULES.items()}
-    assert {f for f in folders if f != "thunder_ext"} <= {p for _, ps in LAYERS for p in ps}
+    prefixes = {p for _, ps in LAYERS for p in ps}
+    # a folder inside a layer's folder (transforms/regions/) is of that layer
+    assert {f for f in folders if f not in prefixes and f.rsplit(".", 1)[0] not in prefixes - {"thunder_ext"}} == set()
     edges = {(layer_of(n), layer_of(t)) for n, p in MODULES.items() for _, t in imports_of(p)}
     assert all(a >= b for a, b in edges)  # an edge upwards would close a cycle with the edges down
 
@@ -134,8 +135,25 @@ def _own_names(paths) -> set[str]:
 THUNDER_PRIVATE = _thunders_private_names()
 
 
+def _qualname_literal(node: ast.AST, own: set[str]) -> str | None:
+    """The private name, as a string, that ``node`` matches against a ``__qualname__`` (``"_elementwise_" in
+    f.__qualname__``, ``f.__qualname__ == "_meta"``, ``f.__qualname__.startswith("_x")``): a name of thunder's read
+    by its text, which no attribute or import shows."""
+    if isinstance(node, ast.Compare):
+        operands = [node.left, *node.comparators]
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        operands = [node.func.value, *node.args]
+    else:
+        return None
+    if not any(isinstance(n, ast.Attribute) and n.attr == "__qualname__" for o in operands for n in ast.walk(o)):
+        return None
+    return next((o.value for o in operands if isinstance(o, ast.Constant) and isinstance(o.value, str)
+                 and o.value.startswith("_") and o.value not in own), None)  # fmt: skip
+
+
 def private_thunder_names(path: pathlib.Path, own: set[str]) -> list[str]:
-    """Where ``path`` imports a private name from thunder, or reads one of thunder's private attributes."""
+    """Where ``path`` imports a private name from thunder, reads one of thunder's private attributes, or matches a
+    private name against a ``__qualname__``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "thunder":
@@ -149,6 +167,8 @@ def private_thunder_names(path: pathlib.Path, own: set[str]) -> list[str]:
             and node.args[1].value not in own
         ):
             found.append(f"{path}:{node.lineno}: .{node.args[1].value}")
+        elif (literal := _qualname_literal(node, own)) is not None:
+            found.append(f"{path}:{node.lineno}: {literal!r} against a __qualname__")
     return found
 
 
@@ -167,11 +187,15 @@ def test_the_private_name_check_fails_on_a_private_name_outside_the_glue(tmp_pat
     broken.write_text(
         "import thunder.torch as ltorch\nfrom thunder.core.jit_ext import _general_jit_lookaside_map\n"
         "views = ltorch._syms_returning_views\nmodule = getattr(compiled, '_model', compiled)\n"
+        "binary = meta.__qualname__.startswith('_elementwise_binary')\n"
+        "elementwise = [s for s in symbols if '_elementwise_' in s.meta.__qualname__]\n"
     )
     assert private_thunder_names(broken, set()) == [
         f"{broken}:2: from thunder.core.jit_ext import _general_jit_lookaside_map",
         f"{broken}:3: ._syms_returning_views",
         f"{broken}:4: ._model",
+        f"{broken}:5: '_elementwise_binary' against a __qualname__",
+        f"{broken}:6: '_elementwise_' against a __qualname__",
     ]
 
 

@@ -34,7 +34,7 @@ from helpers import (  # noqa: E402
 )
 from thunder_ext.executors import nvfuser_inplace_available  # noqa: E402
 from thunder_ext.executors.nvfuser_inplace import NO_CUDA  # noqa: E402
-from thunder_ext.transforms.aliasing import fused_writes  # noqa: E402
+from thunder_ext.transforms.op_kinds import fused_writes  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
 

@@ -6,7 +6,8 @@ import thunder
 
 import thunder_ext
 from thunder_ext.transforms import InplaceOrderingError, InplaceTransform
-from thunder_ext.transforms.aliasing import Aliases, is_copy_to_out
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import is_copy_to_out
 from helpers import HoistReads, HoistWrites, SinkReads, assert_matches_eager, functionalized_trace, hoist_writes, writes_in
 
 

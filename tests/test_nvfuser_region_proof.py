@@ -33,7 +33,8 @@ from thunder_ext.executors import nvfuser_inplace_available
 from thunder_ext.transforms.regions.nvfuser import NVFUSER_RULES, nvfuser_write_blocker
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import ELEMENTWISE_PRIM_IDS, Aliases, data_args, fused_writes, is_copy_to_out
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import ELEMENTWISE_PRIM_IDS, data_args, fused_writes, is_copy_to_out
 from thunder_ext.transforms.regions.rules import RegionOps, register_region_rules
 from thunder_ext.transforms.aliasing_as_traced import nvfuser_may_run_as_a_view, written_storage_aliased_as_traced
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes

@@ -31,7 +31,7 @@ from thunder_ext.benchmarks.adam import adam_step
 from thunder_ext.benchmarks.measure import allocations
 from thunder_ext.executors.torch_inplace import checked_index
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import fused_writes, is_copy_to_out
+from thunder_ext.transforms.op_kinds import fused_writes, is_copy_to_out
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 pytestmark = pytest.mark.executor_sets("torch_compile")

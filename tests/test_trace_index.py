@@ -11,7 +11,7 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 
 import thunder_ext
-from thunder_ext.transforms.aliasing import written_tensors
+from thunder_ext.transforms.op_kinds import written_tensors
 from thunder_ext.transforms.trace_index import END, TOP, TraceIndex
 
 

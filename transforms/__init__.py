@@ -1,7 +1,10 @@
-"""Passes over thunder traces: write functionalization (differentiated writes through views scattered into their
+"""This folder installs as ``thunder_ext.transforms`` (pyproject.toml): ``thunder_ext.transforms.aliasing`` is
+``transforms/aliasing.py``.
+
+Passes over thunder traces: write functionalization (differentiated writes through views scattered into their
 base first), the aliasing checker, buffer reuse, the aliased-arguments guard, and the Transform wiring them."""
 
-from thunder_ext.executors.torch_inplace import NonDenseWriteError
+from thunder_ext.executors.checks import NonDenseWriteError
 from thunder_ext.transforms.aliased_arguments import AliasedArgumentsError, refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.prove_inplace import (

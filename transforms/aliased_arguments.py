@@ -36,12 +36,13 @@ from thunder.core.prims import PrimIDs
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 
-from thunder_ext.executors.torch_inplace import (
+from thunder_ext.executors.checks import (
     AliasedArgumentsError,
     check_aliased_arguments,
     check_arguments_apart_from_state,
 )
-from thunder_ext.transforms.aliasing import Aliases, source_line, thunder_inplace_write
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import source_line, thunder_inplace_write
 
 __all__ = [
     "AliasedArgumentsError",

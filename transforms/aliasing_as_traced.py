@@ -49,7 +49,8 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.extend import Executor, FusionExecutor
 
-from thunder_ext.transforms.aliasing import Aliases, is_view_op, located_at, tensor_args, tensor_outs, written_tensors
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import is_view_op, located_at, tensor_args, tensor_outs, written_tensors
 from thunder_ext.transforms.regions.rules import aliases_by_prims
 from thunder_ext.transforms.traced import on_torch_executor
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from thunder.core.prims import PrimIDs
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 
-from thunder_ext.executors.torch_inplace import check_argument_containers
+from thunder_ext.executors.checks import check_argument_containers
 from thunder_ext.thunder026.traced_call import traced_containers
 
 

@@ -21,7 +21,7 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    read the target's storage since its last write, except those ``computed`` already reads data of.
    It is a dataflow edge: no pass that respects dataflow can move the write above such a reader. An
    op that takes a tensor for its shape alone (``full_like``: thunder decomposes it into a ``full`` of
-   constants) is no such dependency, so a reader behind it stays in ``after`` (``aliasing.decomposed_data_args``).
+   constants) is no such dependency, so a reader behind it stays in ``after`` (``op_kinds.decomposed_data_args``).
 3. *A failure leaves targets as eager leaves them.* ``after`` also holds the result of every op
    before the in-place op, in program order, that may fail at runtime (``may_fail_at_runtime``:
    an index out of range), so such a failure always comes before the write. And a pending write
@@ -72,8 +72,15 @@ from thunder.core.utils import ProxyDict
 
 from thunder_ext.executors.torch_inplace import checked_assert
 from thunder_ext.primitive import copy_to_out_
-from thunder_ext.transforms.aliasing import (
-    Aliases,
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.gradients import (
+    cuts_the_gradient,
+    grad_storages,
+    left_to_thunder,
+    overwrites_of_differentiated_values,
+    traced_without_grad,
+)
+from thunder_ext.transforms.op_kinds import (
     decomposed_data_args,
     is_copy_to_out,
     is_index_like,
@@ -84,13 +91,6 @@ from thunder_ext.transforms.aliasing import (
     tensor_args,
     tensor_outs,
     thunder_inplace_write,
-)
-from thunder_ext.transforms.gradients import (
-    cuts_the_gradient,
-    grad_storages,
-    left_to_thunder,
-    overwrites_of_differentiated_values,
-    traced_without_grad,
 )
 from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
 

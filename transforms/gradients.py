@@ -26,7 +26,8 @@ from thunder.core.proxies import ProxyTag, TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
-from thunder_ext.transforms.aliasing import Aliases, functional_reads, tensor_args, tensor_outs, thunder_inplace_write
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import functional_reads, tensor_args, tensor_outs, thunder_inplace_write
 
 
 def traced_without_grad(bsym: BoundSymbol) -> bool:

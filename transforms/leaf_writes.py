@@ -16,9 +16,10 @@ from __future__ import annotations
 from thunder.core.proxies import TensorProxy
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 
-from thunder_ext.executors.torch_inplace import check_no_leaf_written
-from thunder_ext.transforms.aliasing import Aliases, source_line, thunder_inplace_write
+from thunder_ext.executors.checks import check_no_leaf_written
+from thunder_ext.transforms.aliasing import Aliases
 from thunder_ext.transforms.gradients import differentiated_writes_left_to_thunder
+from thunder_ext.transforms.op_kinds import source_line, thunder_inplace_write
 
 
 def refuse_differentiated_writes_into_leaves(prologue_trace: TraceCtx, computation_trace: TraceCtx) -> TraceCtx:

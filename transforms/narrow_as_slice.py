@@ -16,8 +16,8 @@ from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 
-from thunder_ext.transforms.aliasing import located_at, thunder_op_id
 from thunder_ext.transforms.gradients import arguments_requiring_grad
+from thunder_ext.transforms.op_kinds import located_at, thunder_op_id
 from thunder_ext.transforms.traced import traced_ops
 
 

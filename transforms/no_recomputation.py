@@ -30,14 +30,8 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 
 from thunder_ext.thunder026.tables import RECOMPUTING_DIFFERS
-from thunder_ext.transforms.aliasing import (
-    Aliases,
-    data_args,
-    is_update_aliases,
-    is_view_op,
-    tensor_outs,
-    written_tensors,
-)
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import data_args, is_update_aliases, is_view_op, tensor_outs, written_tensors
 
 
 def _pinned(bsym: BoundSymbol) -> BoundSymbol:

@@ -48,9 +48,12 @@ from thunder.core.proxies import TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, tracectx
 
-from thunder_ext.executors.torch_inplace import check_dense_argument, inplace_form, plain_copy_to_out, updates_a_base
-from thunder_ext.transforms.aliasing import (
-    Aliases,
+from thunder_ext.executors.checks import check_dense_argument
+from thunder_ext.executors.torch_inplace import inplace_form, plain_copy_to_out, updates_a_base
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.gradients import arguments_requiring_grad, grad_argument_sharing
+from thunder_ext.transforms.no_recomputation import recomputations_across_writes
+from thunder_ext.transforms.op_kinds import (
     data_args,
     fused_thunder_copies,
     fused_writes,
@@ -67,8 +70,6 @@ from thunder_ext.transforms.aliasing import (
     unpacks_an_argument,
     written_tensors,
 )
-from thunder_ext.transforms.gradients import arguments_requiring_grad, grad_argument_sharing
-from thunder_ext.transforms.no_recomputation import recomputations_across_writes
 from thunder_ext.transforms.regions.give_back import fusion_number, give_back
 from thunder_ext.transforms.regions.rules import RegionOps, rules_for, with_checks_ahead, write_blocker
 from thunder_ext.transforms.trace_index import END, TOP, Position, TraceIndex

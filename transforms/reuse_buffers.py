@@ -35,7 +35,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
 
 from thunder_ext.executors.torch_inplace import into_form, is_elementwise_write
-from thunder_ext.transforms.aliasing import is_update_aliases, is_view_op, tensor_args, tensor_outs, write_destination
+from thunder_ext.transforms.op_kinds import is_update_aliases, is_view_op, tensor_args, tensor_outs, write_destination
 from thunder_ext.transforms.trace_index import END, TOP, TraceIndex
 
 

@@ -46,7 +46,8 @@ from thunder.core.vjp_utils import get_saved_for_backward_tensors, set_saved_for
 from thunder.executors import torchex
 
 from thunder_ext.thunder026.backward_split import backward_ops
-from thunder_ext.transforms.aliasing import Aliases, is_copy_to_out, tensor_args, tensor_outs, written_tensors
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import is_copy_to_out, tensor_args, tensor_outs, written_tensors
 from thunder_ext.transforms.traced import traced_ops
 
 

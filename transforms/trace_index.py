@@ -23,7 +23,8 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.executors.passes import del_last_used
 
-from thunder_ext.transforms.aliasing import Aliases, data_args, written_tensors
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import data_args, written_tensors
 
 Position = tuple[int, int]
 TOP = -1

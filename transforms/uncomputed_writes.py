@@ -26,7 +26,7 @@ from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.executors import torchex
 
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
-from thunder_ext.transforms.aliasing import is_copy_to_out, unpacks_an_argument
+from thunder_ext.transforms.op_kinds import is_copy_to_out, unpacks_an_argument
 
 
 def _computes(producer: BoundSymbol | None) -> bool:

@@ -29,7 +29,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
-from thunder_ext.transforms.aliasing import located_at
+from thunder_ext.transforms.op_kinds import located_at
 
 # one frame of a formatted stack, as Python's traceback module writes it
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in ')

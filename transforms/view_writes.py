@@ -69,8 +69,15 @@ from thunder.core.trace import TraceCtx, TraceProvenance, from_trace
 from thunder.executors.torch_compile import TorchCompileExecutor
 
 from thunder_ext.executors.torch_inplace import ViewSteps
-from thunder_ext.transforms.aliasing import (
-    Aliases,
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.gradients import (
+    arguments_requiring_grad,
+    overwrites_of_differentiated_values,
+    traced_without_grad,
+    writes_of_differentiated_values,
+    written_by_autodiff_as_traced,
+)
+from thunder_ext.transforms.op_kinds import (
     functional_reads,
     is_update_aliases,
     is_view_op,
@@ -80,13 +87,6 @@ from thunder_ext.transforms.aliasing import (
     tensor_outs,
     thunder_inplace_write,
     thunder_op_id,
-)
-from thunder_ext.transforms.gradients import (
-    arguments_requiring_grad,
-    overwrites_of_differentiated_values,
-    traced_without_grad,
-    writes_of_differentiated_values,
-    written_by_autodiff_as_traced,
 )
 from thunder_ext.transforms.traced import as_written_into, keeping_history, traced_ops
 from thunder_ext.transforms.view_scatter import scatter_into_view, scatter_into_view_, view_of
@@ -99,7 +99,7 @@ class ViewWriteGradientError(RuntimeError):
 ViewStep = tuple[BoundSymbol, int]  # a view op and which of its results (``split`` has several)
 _INEXACT_VIEWS = {ltorch.as_strided.id: "its strides address the storage, not the tensor's elements"}
 _NO_GRADIENT_VIEWS = {ltorch.detach.id}
-_IDENTITY_VIEWS = {ltorch.to.id}  # a view only where it changes nothing (``aliasing.is_view_op``)
+_IDENTITY_VIEWS = {ltorch.to.id}  # a view only where it changes nothing (``op_kinds.is_view_op``)
 _OVERLAPPING_VIEWS = {ltorch.expand.id, ltorch.expand_as.id}
 
 

@@ -1,7 +1,7 @@
 # Found by the long fuzz run under the torch.compile executor: thunder 0.2.6 applied the alias group of a1
 # and its unused duplicate a2 to a1 and a3, so the checker saw a3 share a1's storage, took the conversion of
 # a3 for a view of it, and raised InplaceOrderingError at compile time, before the prologue's documented
-# refusal (AliasedArgumentsError) could run. A dtype-changing `to` is no view (transforms/aliasing.py,
+# refusal (AliasedArgumentsError) could run. A dtype-changing `to` is no view (transforms/op_kinds.py,
 # is_view_op); found_8eb3201ec6ac.py is the same with arguments that do share storage.
 import torch
 

@@ -3,7 +3,7 @@
 # copy of a2, whose dtype conversion to float32 is now a same-dtype prims.convert_element_type. The PyTorch
 # executor runs that as to(..., copy=True), which the checker took for a view of a2: read after the write
 # into a2's view v1, an InplaceOrderingError at compile time instead of the documented AliasedArgumentsError.
-# A to that copies is now no view (aliasing.is_view_op).
+# A to that copies is now no view (op_kinds.is_view_op).
 import torch
 
 

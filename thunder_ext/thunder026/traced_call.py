@@ -17,7 +17,7 @@ from typing import Any
 
 import thunder
 
-from thunder_ext.executors.torch_inplace import Containers, containers
+from thunder_ext.executors.checks import Containers, containers
 from thunder_ext.thunder026.scope import compiling_with_extension
 
 _TRACED: ContextVar[Containers | None] = ContextVar("thunder_ext_traced_containers", default=None)

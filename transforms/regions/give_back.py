@@ -18,7 +18,7 @@ from thunder.core.trace import TraceCtx
 from thunder.core.transform_common import dce
 
 from thunder_ext.executors.torch_inplace import plain_copy_to_out
-from thunder_ext.transforms.aliasing import (
+from thunder_ext.transforms.op_kinds import (
     fused_writes,
     is_copy_to_out,
     is_update_aliases,

@@ -14,7 +14,8 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.symbol import BoundSymbol
 
 from thunder_ext.executors.nvfuser_inplace import nvfuser_inplace_available
-from thunder_ext.transforms.aliasing import (
+from thunder_ext.transforms.aliasing_as_traced import cse_keeping_written_storage_apart
+from thunder_ext.transforms.op_kinds import (
     data_args,
     is_copy_to_out,
     is_elementwise,
@@ -22,7 +23,6 @@ from thunder_ext.transforms.aliasing import (
     tensor_args,
     thunder_inplace_write,
 )
-from thunder_ext.transforms.aliasing_as_traced import cse_keeping_written_storage_apart
 from thunder_ext.transforms.regions.rules import RegionOps, RegionRules, elementwise_cone, register_region_rules
 
 

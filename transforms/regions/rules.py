@@ -12,8 +12,8 @@ from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.symbol import BoundSymbol
 from thunder.extend import Executor, FusionExecutor
 
-from thunder_ext.transforms.aliasing import (
-    Aliases,
+from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.op_kinds import (
     data_args,
     is_elementwise,
     tensor_args,

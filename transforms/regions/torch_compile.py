@@ -22,7 +22,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.executors.torch_compile import torch_compile_cat_ex, torch_compile_ex, torch_compile_xentropy_ex
 
 from thunder_ext.executors.torch_inplace import CHECKED_WRITES, checked_index, updates_a_base
-from thunder_ext.transforms.aliasing import (
+from thunder_ext.transforms.op_kinds import (
     data_args,
     is_copy_to_out,
     is_update_aliases,
