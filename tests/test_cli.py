@@ -6,6 +6,8 @@ machinery, not timings.
 
 import functools
 import gc
+import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,12 +21,15 @@ import torch
 import torch._dynamo.mutation_guard as mutation_guard
 from thunder.core.interpreter import InterpreterError
 
-from thunder_ext.tools import cli, extras
+from thunder_ext.tools import cache, cli, extras
 from thunder_ext.benchmarks import compile_time, suite
 from thunder_ext.benchmarks.measure import interleaved_samples, report_status
 from thunder_ext.benchmarks.report import Table, Target
+from thunder_ext.compile_cache import store
+from thunder_ext.tools.demo import PROMPT_TOKENS, ROUNDS, TOKENS, Decoder, positions_needed, summary
 from thunder_ext.tools.demo import main as demo_main
-from thunder_ext.tools.demo import summary
+from thunder_ext.tools.demo_model import small_model
+from thunder_ext.tools.timing import timed_blocks
 
 
 @pytest.fixture
@@ -120,7 +125,13 @@ def test_the_demo_says_when_the_spread_is_too_wide_to_conclude():
 
 def test_the_demo_gives_the_extension_both_ratios_with_their_spread_even_when_noisy():
     *_, ext = summary({"eager": [1.0, 1.1, 1.0, 0.9], "thunder.jit": [1.0, 2.0, 1.5, 1.2], "thunder_ext.jit": [1.1, 1.9, 1.4, 1.3]})
-    assert "; 1.35x eager (1.22-1.56); 1.00x thunder.jit (0.77-1.33, spreads overlap: too noisy to conclude)" in ext
+    assert ("; 1.35x slower than eager (1.22-1.56); 1.00x faster than thunder.jit (0.75-1.30, spreads overlap: too "
+            "noisy to conclude)") in ext  # fmt: skip
+
+
+def test_the_demo_says_which_runner_is_faster_with_the_spread_of_that_ratio():
+    _, ext = summary({"thunder.jit": [2.0, 2.1, 2.0, 1.9], "thunder_ext.jit": [1.0, 1.1, 1.0, 0.9]})
+    assert ext.endswith("; 2.00x faster than thunder.jit (1.93-2.08)")  # quartiles 1.975-2.025 over 0.975-1.025
 
 
 @pytest.fixture
@@ -177,3 +188,179 @@ def test_the_demo_names_its_extra_when_litgpt_is_missing(monkeypatch):
     monkeypatch.setattr(extras.importlib.util, "find_spec", lambda name: None if name == "litgpt" else real(name))
     with pytest.raises(SystemExit, match=r'thunder-ext demo needs litgpt.*-e "\.\[demo\]"'):
         demo_main([])
+
+
+# a user's errors: one line and exit status 2, before anything compiles
+
+
+def cli_run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """The command line in a process of its own, as a user runs it; 10 s: an error comes before anything compiles."""
+    command = [sys.executable, "-m", "thunder_ext.tools.cli", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=10, env={**os.environ, **env})
+
+
+def stderr_lines(done: subprocess.CompletedProcess) -> list[str]:
+    # `import thunder_ext` imports thunder (thunder_ext/__init__.py), whose import makes torch log this line on a
+    # machine with a CUDA toolkit and no GPU, before the command line runs and can hide it
+    return [line for line in done.stderr.splitlines() if "No CUDA runtime is found, using CUDA_HOME=" not in line]
+
+
+@pytest.fixture
+def shared_folder(tmp_path):
+    """A folder every user may write into, as the compile cache's folder."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    return shared
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+@pytest.mark.parametrize("args, error", [
+    (["--max-seq-length", "16"], "--max-seq-length 16: at least 24 with --tokens 12 (the 8-token prompt, the first "
+                                 "decoded token, and 15 calls timed in turns)"),
+    (["--tokens", "1"], "--tokens 1: at least 2, for the median and quartiles of the time per token"),
+])  # fmt: skip
+def test_a_wrong_demo_value_is_one_line_with_exit_status_2(args, error):
+    done = cli_run("demo", *args)
+    assert (done.returncode, stderr_lines(done), done.stdout) == (2, [f"thunder-ext demo: error: {error}"], "")
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.executor_sets("defaults")
+def test_a_device_the_benchmarks_cannot_use_is_one_line_with_exit_status_2():
+    done = cli_run("bench", "--device", "tpu")
+    error = "thunder-ext bench: error: --device tpu: the benchmarks run on cpu or cuda (cuda:N for one GPU of several)"
+    assert (done.returncode, stderr_lines(done)) == (2, [error]) and "Traceback" not in done.stderr
+
+
+@pytest.mark.executor_sets("defaults")
+@pytest.mark.parametrize("name, value, error", [
+    ("THUNDER_EXT_CACHE_MAX_MB", "lots", "THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, 0 or more, got "
+                                         "'lots' (unset: 1024)"),
+    ("THUNDER_EXT_CACHE", "maybe", "THUNDER_EXT_CACHE must be 1 (on) or 0 (off), got 'maybe'"),
+])  # fmt: skip
+def test_a_wrong_cache_setting_is_one_line_with_exit_status_2(name, value, error):
+    done = cli_run("cache", **{name: value})
+    assert (done.returncode, stderr_lines(done)) == (2, [f"thunder-ext cache: error: {error}"])
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.executor_sets("defaults")
+def test_the_cache_command_says_a_folder_others_may_write_leaves_the_cache_off_and_how_to_fix_it(shared_folder):
+    refused = (f"not using {shared_folder}: it may be written by other users; chmod 700 {shared_folder}, or set "
+               "THUNDER_EXT_CACHE_DIR to a folder of your own")
+    done = cli_run("cache", THUNDER_EXT_CACHE="1", THUNDER_EXT_CACHE_DIR=str(shared_folder))
+    assert done.returncode == 0 and stderr_lines(done) == [], done.stderr
+    assert done.stdout == f"compile cache: off: {refused}\n"
+    done = cli_run("cache", "clear", THUNDER_EXT_CACHE_DIR=str(shared_folder))
+    assert done.returncode == 2 and stderr_lines(done) == [f"thunder-ext cache: error: nothing removed: {refused}"]
+    assert list(shared_folder.iterdir()) == []
+
+
+@pytest.mark.executor_sets("defaults")
+def test_the_demo_with_the_cache_on_in_a_folder_others_may_write_stops_before_compiling(shared_folder):
+    done = cli_run("demo", THUNDER_EXT_CACHE="1", THUNDER_EXT_CACHE_DIR=str(shared_folder))
+    assert done.returncode == 2 and stderr_lines(done) == [
+        f"thunder-ext demo: error: the compile cache (THUNDER_EXT_CACHE=1) would be off: not using {shared_folder}: "
+        f"it may be written by other users; chmod 700 {shared_folder}, or set THUNDER_EXT_CACHE_DIR to a folder of "
+        "your own"
+    ]  # fmt: skip
+    assert list(shared_folder.iterdir()) == []
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+def test_a_refused_cache_folder_is_logged_once_with_its_fix_and_nothing_is_made_in_it(shared_folder, monkeypatch,
+                                                                                     caplog):  # fmt: skip
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(shared_folder))
+    for _ in range(2):  # a compilation looks at the folder when it loads and when it saves
+        assert list(store.entries("k")) == [] and store.save("k", {"a": 1}) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        f"thunder_ext: compile cache: not using {shared_folder}: it may be written by other users; chmod 700 "
+        f"{shared_folder}, or set THUNDER_EXT_CACHE_DIR to a folder of your own"
+    ]  # fmt: skip
+    assert list(shared_folder.iterdir()) == []
+    (shared_folder / "k").mkdir()
+    (shared_folder / "k" / "someone's.entry").write_text("")
+    assert store.clear() == 0 and (shared_folder / "k" / "someone's.entry").exists()  # another user's, maybe
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+def test_a_folder_shared_on_purpose_as_tmp_is_gets_no_advice_to_chmod_it(shared_folder, monkeypatch):
+    shared_folder.chmod(0o1777)  # the sticky bit: each user's files are their own
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(shared_folder))
+    assert store.refusal() == (f"not using {shared_folder}: it may be written by other users; set "
+                               f"THUNDER_EXT_CACHE_DIR to a folder of your own, such as {shared_folder}/thunder_ext")
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+def test_listing_the_cache_names_a_damaged_entry_and_removes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    whole, damaged = store.save("k1", {"describe": "Net.forward(x)"}), store.save("k2", {"describe": "Other"})
+    damaged.path.write_bytes(damaged.path.read_bytes()[:-1])
+    cache.main([])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("  Net.forward(x)  ") and len(out) == 4
+    assert out[2:] == ["1 entry file(s) that no compilation reads (a compilation that meets one of yours removes it; "
+                       "python -m thunder_ext.tools.cache clear removes all):",
+                       f"  {damaged.path}: its content does not match its digest (truncated or changed)"]  # fmt: skip
+    assert whole.path.exists() and damaged.path.exists()
+    cache.main(["clear"])
+    assert capsys.readouterr().out == f"removed 2 entries from {tmp_path}\n" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+@pytest.mark.parametrize("setting, state", [
+    (None, "off (THUNDER_EXT_CACHE is unset: on where a compilation asks"),
+    ("0", "off (THUNDER_EXT_CACHE=0: for every compilation, compile_cache=True included)"),
+])  # fmt: skip
+def test_the_cache_command_says_why_the_cache_is_off(setting, state, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("THUNDER_EXT_CACHE", raising=False)  # suite.main, which tests above run, sets it
+    if setting is not None:
+        monkeypatch.setenv("THUNDER_EXT_CACHE", setting)
+    cache.main([])
+    assert capsys.readouterr().out.startswith(f"compile cache: {tmp_path}, {state}")
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+def test_the_cli_hides_torchs_cuda_home_warning_and_no_other():
+    logger, seen = logging.getLogger("torch.utils.cpp_extension"), []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger.addHandler(handler), logger.addFilter(cli.HideCudaHome())
+    try:
+        logger.warning("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local")
+        logger.warning("No ROCm runtime is found, using ROCM_HOME='%s'", "/opt/rocm")  # torch's next line, kept
+        logger.warning("There are no %s version bounds defined for CUDA version %s", "g++", "12.8")
+    finally:
+        logger.removeHandler(handler)
+        logger.filters = [f for f in logger.filters if not isinstance(f, cli.HideCudaHome)]
+    assert seen == ["No ROCm runtime is found, using ROCM_HOME='/opt/rocm'",
+                    "There are no g++ version bounds defined for CUDA version 12.8"]  # fmt: skip
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+@pytest.mark.parametrize("repeat, rounds", [(2, 3), (12, 3), (13, 3), (5, 5), (7, 2)])
+def test_timed_blocks_counts_every_call_of_the_timing(repeat, rounds):
+    calls = []
+    interleaved_samples({"a": lambda: calls.append(1)}, torch.device("cpu"), warmup=0, repeat=repeat, rounds=rounds)
+    assert sum(timed_blocks(repeat, rounds)) == repeat and len(calls) == repeat + len(timed_blocks(repeat, rounds))
+
+
+@pytest.mark.executor_sets("defaults")  # eager only
+def test_the_demo_needs_exactly_the_positions_it_checks_for_and_its_help_says_how_many(capsys):
+    prompt = torch.zeros(1, PROMPT_TOKENS, dtype=torch.long)
+    needed = positions_needed(TOKENS)
+    for length in (needed, needed - 1):
+        decoder = Decoder(small_model(length), prompt, growing=False)
+        decoder.step()  # the demo's first decode step, then its timing
+        run = functools.partial(interleaved_samples, {"eager": decoder.step}, torch.device("cpu"), warmup=0,
+                                repeat=TOKENS, rounds=ROUNDS)  # fmt: skip
+        if length == needed:
+            run()
+        else:
+            with pytest.raises(IndexError, match="index out of range"):  # the user's traceback, issue 63
+                run()
+    with pytest.raises(SystemExit):
+        demo_main(["--help"])
+    assert f"(so {needed} for --tokens {TOKENS})" in " ".join(capsys.readouterr().out.split())

@@ -16,7 +16,8 @@ file's content. A file is one header line, ``thunder_ext compile cache <FORMAT> 
 the entry as JSON. The rules:
 
 - **Trusted**: a folder or file is read only if it is no symbolic link, belongs to the user and no other user may
-  write it; the folders are made so (mode 0700). Anything else is ignored, with a log line.
+  write it; the folders are made so (mode 0700). Anything else is ignored, with a log line (once per process, with
+  the fix), and nothing is written into a folder refused so.
 - **Atomic**: a file is written under a temporary name in its folder, then renamed over the entry: a reader sees
   the whole old file or the whole new one, and two processes writing the same entry leave one whole file.
 - **Checked**: a file whose header, digest or JSON is wrong (truncated, corrupt, of another format) is never
@@ -105,20 +106,60 @@ def _folder_of(key: str) -> Path:
     return folder() / key
 
 
+def _refused(path: Path, why: str) -> str:
+    """That the cache does not use the folder ``path`` because it ``why``, and what would make it use one."""
+    root, own = folder(), "set THUNDER_EXT_CACHE_DIR to a folder of your own"
+    if why == "may be written by other users" and os.lstat(path).st_mode & stat.S_ISVTX:
+        fix = f"{own}, such as {path / 'thunder_ext'}"  # shared on purpose, as /tmp is: a folder inside is made yours
+    elif why == "may be written by other users":
+        fix = f"chmod 700 {path}" + (f", or {own}" if path == root else "")
+    elif path == root:
+        fix = own
+    else:  # a key's folder that the user's own cache folder holds: a compilation saves a new one
+        fix = f"remove it (rm -r {path})"
+    return f"not using {path}: it {why}; {fix}"
+
+
+def refusal() -> str | None:
+    """Why the cache does not use its folder, with the fix (what the log says), or None where it does: a folder not
+    made yet is made the user's own when first saved to, where its nearest existing parent is a folder they may
+    write."""
+    root = folder()
+    if not os.path.lexists(root):
+        parent = next(p for p in root.absolute().parents if os.path.lexists(p))
+        if parent.is_dir() and os.access(parent, os.W_OK | os.X_OK):
+            return None
+        return _refused(root, f"cannot be made: {parent} is no folder you may write")
+    why = untrusted(root)
+    if why is None and not root.is_dir():
+        why = "is no folder"
+    return None if why is None else _refused(root, why)
+
+
+# the refusals logged: each once per process (every load and save looks at the folders again)
+_logged: set[tuple[Path, str]] = set()
+
+
 def _trusted_folder(path: Path) -> bool:
     why = untrusted(path)
-    if why is not None:
-        log.warning("thunder_ext: compile cache: not using %s: it %s", path, why)
+    if why is not None and (path, why) not in _logged:
+        _logged.add((path, why))
+        log.warning("thunder_ext: compile cache: %s", _refused(path, why))
     return why is None
 
 
-def entries(key: str) -> Iterator[Stored]:
-    """The whole, trusted entries saved under ``key``; each other file is skipped with a log line."""
+def _files(key: str) -> Iterator[tuple[Path, Stored | None, str]]:
+    """Each entry file saved under ``key``, with what ``read`` found in it; none where a folder is not trusted."""
     at = _folder_of(key)
     if not at.is_dir() or not (_trusted_folder(folder()) and _trusted_folder(at)):
         return
     for path in sorted(at.glob(f"*{_SUFFIX}")):
-        stored, why = read(path)
+        yield path, *read(path)
+
+
+def entries(key: str) -> Iterator[Stored]:
+    """The whole, trusted entries saved under ``key``; each other file is skipped with a log line."""
+    for path, stored, why in _files(key):
         if stored is not None:
             yield stored
         elif untrusted(path) is None:  # the user's own file, damaged: its compilation will save a whole one
@@ -156,8 +197,10 @@ def save(key: str, payload: dict) -> Stored | None:
     """Writes ``payload`` under ``key``, atomically; None (with a log line) where the folder is not the user's."""
     at = _folder_of(key)
     folder().mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not _trusted_folder(folder()):  # nothing is made in a folder the cache does not use
+        return None
     at.mkdir(exist_ok=True, mode=0o700)
-    if not (_trusted_folder(folder()) and _trusted_folder(at)):
+    if not _trusted_folder(at):
         return None
     body = json.dumps(payload, sort_keys=True).encode()
     digest = hashlib.sha256(body).hexdigest()
@@ -190,13 +233,30 @@ def remove(path: Path) -> None:
         pass
 
 
-def every_entry() -> list[Stored]:
-    """Every whole, trusted entry of the cache, least recently used first."""
+def _keys() -> list[str]:
+    """The keys of the cache's folder, where it is trusted."""
     root = folder()
     if not root.is_dir() or not _trusted_folder(root):
         return []
-    found = [s for key in sorted(p.name for p in root.iterdir() if p.is_dir()) for s in entries(key)]
-    return sorted(found, key=lambda s: s.last_used)
+    return sorted(p.name for p in root.iterdir() if p.is_dir())
+
+
+def every_entry() -> list[Stored]:
+    """Every whole, trusted entry of the cache, least recently used first."""
+    return sorted((s for key in _keys() for s in entries(key)), key=lambda s: s.last_used)
+
+
+def inventory() -> tuple[list[Stored], list[tuple[Path, str]]]:
+    """What ``thunder-ext cache`` lists: every whole, trusted entry, least recently used first, and each other entry
+    file with why it is not read. Removes nothing (a compilation removes a damaged file it meets; ``clear``, all)."""
+    whole, damaged = [], []
+    for key in _keys():
+        for path, stored, why in _files(key):
+            if stored is not None:
+                whole.append(stored)
+            else:
+                damaged.append((path, why))
+    return sorted(whole, key=lambda s: s.last_used), damaged
 
 
 def evict(limit: int | None = None) -> list[Path]:
@@ -215,9 +275,10 @@ def evict(limit: int | None = None) -> list[Path]:
 
 
 def clear() -> int:
-    """Removes every entry (and every leftover temporary file); returns how many entries."""
+    """Removes every entry (and every leftover temporary file); returns how many entries. Removes nothing from a
+    folder the cache does not use (``refusal``): another user's files may be there."""
     root = folder()
-    if not root.is_dir():
+    if not root.is_dir() or not _trusted_folder(root):
         return 0
     count = 0
     for key in [p for p in root.iterdir() if p.is_dir() and not p.is_symlink()]:

@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-import thunder
-import torch
+from thunder_ext.tools.demo_model import N_EMBD, N_LAYER
+from thunder_ext.tools.extras import check_cache_settings, fail, require
 
-import thunder_ext
-from thunder_ext.compile_cache import LoadedTrace
-from thunder_ext.thunder026.compiled import compiled_module
-from thunder_ext.tools.demo_model import small_model
-from thunder_ext.tools.extras import require
-from thunder_ext.tools.timing import interleaved_samples
-from thunder_ext.transforms.aliasing import is_copy_to_out
+# torch, thunder and litgpt are imported where used, once the arguments are checked: --help and a wrong value
+# answer without them
+if TYPE_CHECKING:
+    import torch
 
-CPU = torch.device("cpu")
+PROMPT_TOKENS = 8
+ROUNDS = 3  # the blocks of the timing, in which the runners take turns
+TOKENS = 12
 
 
 class Decoder:
@@ -39,6 +40,11 @@ class Decoder:
     one is not. The cache is litgpt's, or, with ``growing``, ``thunder_ext.set_kv_cache``'s."""
 
     def __init__(self, model, prompt: torch.Tensor, *, growing: bool) -> None:
+        import thunder
+        import torch
+
+        import thunder_ext
+
         self.model, self.position, self.tokens = model, prompt.shape[1], []
         self.maxp1 = thunder.compile_data(model) is None
         if growing:
@@ -49,6 +55,8 @@ class Decoder:
             self.logits = model(prompt, torch.arange(self.position), self.position if self.maxp1 else None)
 
     def step(self) -> None:
+        import torch  # a look-up in sys.modules, for every runner alike
+
         token = self.logits[:, -1].argmax(-1, keepdim=True)
         self.tokens.append(int(token))
         with torch.inference_mode():
@@ -63,17 +71,21 @@ def quartiles(samples: list[float]) -> tuple[float, float, float]:
 
 
 def summary(samples: dict[str, list[float]]) -> list[str]:
-    """One line per runner: the median ms per token with its spread (quartiles), then its ratio to each runner
-    before it, with the ratio's spread (the lowest and highest ratio the two spreads allow). Where that
-    spread includes 1, the two spreads overlap: the ratio is within the noise, and the line says so."""
+    """One line per runner: the median ms per token with its spread (quartiles), then how many times faster or
+    slower it is than each runner before it (the ratio of the medians), with the ratio's spread (the lowest and
+    highest ratio the two spreads allow). Where that spread includes 1, the two spreads overlap: the ratio is
+    within the noise, and the line says so."""
     stats = {name: quartiles(s) for name, s in samples.items()}
     lines = []
     for i, (name, (q1, median, q3)) in enumerate(stats.items()):
         line = f"{name:>16}: {median * 1e3:8.2f} ms/token (quartiles {q1 * 1e3:.2f}-{q3 * 1e3:.2f})"
         for other, (o1, o_median, o3) in list(stats.items())[:i]:
-            low, high = q1 / o3, q3 / o1
+            speed, low, high = o_median / median, o1 / q3, o3 / q1  # above 1: this runner is faster
             noisy = ", spreads overlap: too noisy to conclude" if low <= 1 <= high else ""
-            line += f"; {median / o_median:.2f}x {other} ({low:.2f}-{high:.2f}{noisy})"
+            if speed >= 1:
+                line += f"; {speed:.2f}x faster than {other} ({low:.2f}-{high:.2f}{noisy})"
+            else:
+                line += f"; {1 / speed:.2f}x slower than {other} ({1 / high:.2f}-{1 / low:.2f}{noisy})"
         lines.append(line + (" -- more --tokens, or a quieter machine" if "too noisy" in line else ""))
     return lines
 
@@ -88,6 +100,36 @@ def timed(what: str, estimate: str, fn: Callable[[], object]) -> object:
     return result
 
 
+def positions_needed(tokens: int) -> int:
+    """The positions each runner's KV cache must hold to decode the prompt, the first token, and every call that
+    timing ``tokens`` tokens makes (``timed_blocks``: one untimed call per block)."""
+    from thunder_ext.tools.timing import timed_blocks
+
+    return PROMPT_TOKENS + 1 + len(timed_blocks(tokens, ROUNDS)) + tokens
+
+
+def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exits with a one-line error (``fail``) where an argument or a setting would fail only once compiled."""
+    if args.tokens < 2:  # statistics.quantiles needs two samples
+        fail(parser, f"--tokens {args.tokens}: at least 2, for the median and quartiles of the time per token")
+    needed = positions_needed(args.tokens)
+    if args.max_seq_length < needed:
+        fail(parser, f"--max-seq-length {args.max_seq_length}: at least {needed} with --tokens {args.tokens} (the "
+                     f"{PROMPT_TOKENS}-token prompt, the first decoded token, and {needed - PROMPT_TOKENS - 1} calls "
+                     "timed in turns)")  # fmt: skip
+    # litgpt's set_kv_cache gives eager, then thunder.jit, a causal mask of max_seq_length² bools (built from a
+    # temporary as large) and float32 k and v caches of n_embd per layer and position
+    length, memory = args.max_seq_length, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    peak = 3 * length**2 + 2 * (2 * 4 * N_EMBD * N_LAYER) * length
+    if peak > memory:
+        fail(parser, f"--max-seq-length {length}: litgpt's caches of eager and thunder.jit would take "
+                     f"{peak / 2**30:.0f} GiB (a mask of max_seq_length² bytes each), more than this machine's "
+                     f"{memory / 2**30:.0f} GiB of memory")  # fmt: skip
+    if args.threads < 1:
+        fail(parser, f"--threads {args.threads}: at least 1")
+    check_cache_settings(parser, uses_cache=True)
+
+
 def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.tools.demo") -> None:
     description = (
         "Decode with a small litgpt model (4 layers) under eager and thunder.jit with litgpt's KV cache, and "
@@ -96,16 +138,38 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.t
         "time per token with its spread. About 2 minutes on a 2-core CPU, most of it thunder compiling."
     )
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--max-seq-length", type=int, default=4096)
-    parser.add_argument("--tokens", type=int, default=12, help="tokens timed per runner (default: 12)")
+    parser.add_argument(
+        "--max-seq-length", type=int, default=4096,
+        help="positions each KV cache holds, litgpt's max_seq_length and the model's block size (default: 4096); "
+        f"at least the {PROMPT_TOKENS}-token prompt, the first decoded token and each call of the timing: --tokens "
+        f"and one more per block of turns (so {TOKENS + 1 + ROUNDS + PROMPT_TOKENS} for --tokens {TOKENS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tokens", type=int, default=TOKENS, help=f"tokens timed per runner, 2 or more (default: {TOKENS})"
+    )
     # as the benchmarks do: a 2-thread OpenMP pool costs milliseconds per op on small VMs (docs/benchmarks.md)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
     args = parser.parse_args(argv)
     require("thunder-ext demo")
-    torch.set_num_threads(args.threads)
+    checked(parser, args)
+    run(args)
 
+
+def run(args: argparse.Namespace) -> None:
+    """The demo, its arguments checked."""
+    import thunder
+    import torch
+
+    import thunder_ext
+    from thunder_ext.compile_cache import LoadedTrace
+    from thunder_ext.thunder026.compiled import compiled_module
+    from thunder_ext.tools.demo_model import small_model
+    from thunder_ext.tools.timing import interleaved_samples
+    from thunder_ext.transforms.op_kinds import is_copy_to_out
+
+    torch.set_num_threads(args.threads)
     base = small_model(args.max_seq_length)
-    prompt = torch.randint(0, 1024, (1, 8), generator=torch.Generator().manual_seed(0))
+    prompt = torch.randint(0, 1024, (1, PROMPT_TOKENS), generator=torch.Generator().manual_seed(0))
     models = {
         "eager": copy.deepcopy(base),
         "thunder.jit": thunder.jit(copy.deepcopy(base)),
@@ -123,7 +187,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.t
         timed(f"{name}: first decode step", estimate, decoders[name].step)
     calls = {name: d.step for name, d in decoders.items()}
     samples = timed(f"timing {args.tokens} tokens per runner, in turns", "seconds",
-                    lambda: interleaved_samples(calls, CPU, warmup=0, repeat=args.tokens, rounds=3))
+                    lambda: interleaved_samples(calls, torch.device("cpu"), warmup=0, repeat=args.tokens,
+                                                rounds=ROUNDS))
 
     ext = models["thunder_ext.jit"]
     print("== KV-cache writes in the decode step's execution trace (thunder.last_traces(model)[-1]) ==")
@@ -145,8 +210,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.t
     print(f"\n== Decode, 4 layers, n_embd 512, max_seq_length {args.max_seq_length}, {args.tokens} tokens timed, CPU, {args.threads} thread(s) ==")
     print("\n".join(summary(samples)))
     eager_tokens = decoders["eager"].tokens
-    for name, d in decoders.items():
-        print(f"{name:>16}: {'same tokens as eager' if d.tokens == eager_tokens else 'TOKENS DIFFER FROM EAGER'}")
+    for name, d in list(decoders.items())[1:]:
+        same = d.tokens == eager_tokens
+        print(f"{name:>16}: {f'same {len(d.tokens)} tokens as eager' if same else 'TOKENS DIFFER FROM EAGER'}")
     if decoders["thunder_ext.jit"].tokens != eager_tokens:
         raise SystemExit("thunder_ext.jit decoded different tokens than eager")
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when a model is built: the demo's --help reads the sizes below without torch
+    import torch
+
+N_LAYER, N_EMBD = 4, 512
 
 
 def small_model(max_seq_length: int) -> torch.nn.Module:
     """A 4-layer llama-style litgpt model as litgpt constructs it: its parameters require grad. Run it
     under ``torch.inference_mode()``, as litgpt's ``generate`` does."""
+    import torch
     from litgpt.config import Config
     from litgpt.model import GPT
 
@@ -16,10 +22,10 @@ def small_model(max_seq_length: int) -> torch.nn.Module:
         block_size=max_seq_length,
         vocab_size=1024,
         padded_vocab_size=1024,
-        n_layer=4,
+        n_layer=N_LAYER,
         n_head=8,
         n_query_groups=8,
-        n_embd=512,
+        n_embd=N_EMBD,
         rotary_percentage=1.0,
         parallel_residual=False,
         bias=False,

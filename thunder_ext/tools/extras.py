@@ -1,9 +1,15 @@
-"""What each command needs beyond the base install, checked before the command does anything."""
+"""What each command needs before it does anything: the modules it imports beyond the base install, and settings
+that would otherwise fail only after minutes of compiling (the compile cache's environment variables), each
+checked up front, a wrong one answered with one line and exit status 2."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import math
+import os
 from collections.abc import Sequence
+from typing import NoReturn
 
 # the command -> (the modules it imports, the pyproject extra that installs them)
 NEEDS: dict[str, tuple[Sequence[str], str]] = {
@@ -21,3 +27,33 @@ def require(command: str) -> None:
             f"{command} needs {', '.join(missing)}, not installed here. From the repository root: "
             f'.venv/bin/pip install -c constraints.txt -e ".[{extra}]"'
         )
+
+
+def fail(parser: argparse.ArgumentParser, message: str) -> NoReturn:
+    """Exit with status 2 and one line, as argparse words an error; no usage: ``message`` names what to change."""
+    parser.exit(2, f"{parser.prog}: error: {message}\n")
+
+
+def check_cache_settings(parser: argparse.ArgumentParser, *, uses_cache: bool) -> None:
+    """Exit (``fail``) where ``THUNDER_EXT_CACHE`` or ``THUNDER_EXT_CACHE_MAX_MB`` holds a value they do not take,
+    or, where the command compiles with the cache as ``THUNDER_EXT_CACHE`` says (``uses_cache``) and that is on,
+    where the cache would not use its folder."""
+    from thunder_ext.compile_cache import store  # imports thunder
+
+    try:
+        on = store.enabled()
+    except ValueError as e:
+        fail(parser, str(e))
+    limit = os.environ.get("THUNDER_EXT_CACHE_MAX_MB")
+    if limit is not None and not 0 <= _number(limit) < math.inf:
+        fail(parser, f"THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, 0 or more, got {limit!r} (unset: "
+                     f"{store.DEFAULT_MAX_MB})")  # fmt: skip
+    if uses_cache and on and (why := store.refusal()) is not None:
+        fail(parser, f"the compile cache (THUNDER_EXT_CACHE=1) would be off: {why}")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan

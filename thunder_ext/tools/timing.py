@@ -113,11 +113,17 @@ def interleaved_samples(
             with gc_paused() if i == 0 else contextlib.nullcontext():
                 call()
     samples: dict[str, list[float]] = {name: [] for name in calls}
-    block = max(1, repeat // rounds)
     with timing_turn():
-        while any(len(s) < repeat for s in samples.values()):
+        for block in timed_blocks(repeat, rounds):
             for name, call in calls.items():
                 status(f"timing {name}, {len(samples[name])} of {repeat} calls")
                 call()
-                samples[name] += [seconds(call, device) for _ in range(min(block, repeat - len(samples[name])))]
+                samples[name] += [seconds(call, device) for _ in range(block)]
     return samples
+
+
+def timed_blocks(repeat: int, rounds: int) -> list[int]:
+    """The timed calls of each block of ``interleaved_samples``, in order: each block also makes one untimed call
+    first, so an entry is called ``warmup + len(blocks) + repeat`` times (what the demo's KV cache must hold)."""
+    block = max(1, repeat // rounds)
+    return [min(block, repeat - start) for start in range(0, repeat, block)]
