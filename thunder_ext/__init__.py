@@ -38,6 +38,7 @@ with warnings.catch_warnings():
 
 import thunder_ext.integrations  # noqa: E402, F401  (registers the integrations' hooks)
 import thunder_ext.logs  # noqa: E402, F401  (the logger's default: compilations are never silent)
+from thunder_ext.compile_cache import cache_loads  # noqa: E402
 from thunder_ext.decisions import inplace_decisions  # noqa: E402
 from thunder_ext.dynamo import ThunderCompiler, thunderfx  # noqa: E402
 from thunder_ext.executors import inplace_ex, nvfuser_inplace_available  # noqa: E402
@@ -72,6 +73,7 @@ __all__ = [
     "ThunderCompiler",
     "UnprovenInplaceError",
     "ViewWriteGradientError",
+    "cache_loads",
     "copy_to_out_",
     "inplace_decisions",
     "inplace_ex",

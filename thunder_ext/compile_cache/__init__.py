@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from thunder.core.transforms import Transform
 
-from thunder_ext.compile_cache.attach import LoadedTrace, attach, loaded_calls
+from thunder_ext.compile_cache.attach import LoadedTrace, attach, cache_loads
 
-__all__ = ["CompileCache", "LoadedTrace", "attach", "loaded_calls"]
+__all__ = ["CompileCache", "LoadedTrace", "attach", "cache_loads"]
 
 
 class CompileCache(Transform):

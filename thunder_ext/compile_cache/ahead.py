@@ -35,11 +35,20 @@ import weakref
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+import thunder
 import torch
 
-from thunder_ext.compile_cache.attach import cached, load_new
+from thunder_ext.compile_cache.attach import cache_loads, cached, load_new
 
 log = logging.getLogger("thunder_ext")
+
+# a child's exit status where its call compiled nothing: an entry this process had (loaded or compiled) ran it
+_NOTHING_COMPILED = 3
+
+
+def _compilations(compiled: Sequence[Callable]) -> list[int]:
+    """How many times each function compiled here: thunder's misses, less the entries loaded (counted as misses)."""
+    return [thunder.cache_misses(f) - cache_loads(f) for f in compiled]
 
 
 def unavailable(compiled: Sequence[Callable]) -> str | None:
@@ -135,8 +144,9 @@ class CompileAhead:
             code = 1
             try:
                 _quiet()
+                before = _compilations(self._compiled)
                 self._compile(target)
-                code = 0
+                code = 0 if _compilations(self._compiled) != before else _NOTHING_COMPILED
             finally:
                 os._exit(code)  # no atexit handler, no finalizer: the parent's resources are the parent's
         self.child = _Child(pid, target, time.perf_counter())
@@ -146,6 +156,11 @@ class CompileAhead:
         child, self.child = self.child, None
         self._stop.detach()
         seconds, cpu = time.perf_counter() - child.start, usage.ru_utime + usage.ru_stime
+        if os.waitstatus_to_exitcode(status) == _NOTHING_COMPILED:
+            log.info("thunder_ext: %s needs no compiling ahead: this process has it already (loaded from the "
+                     "compile cache, or compiled here); no more is compiled ahead", self._described(child.target))
+            self.close()
+            return
         if os.waitstatus_to_exitcode(status) != 0:
             log.warning("thunder_ext: compiling %s ahead failed in the second process (exit status %d): it compiles "
                         "when its call comes", self._described(child.target), os.waitstatus_to_exitcode(status))  # fmt: skip

@@ -36,7 +36,7 @@ from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 log = logging.getLogger("thunder_ext")
 
-# what each jitted function's cache did: ``loaded_calls``
+# what each jitted function's cache did: ``cache_loads``
 _CACHES: weakref.WeakKeyDictionary[object, _Cache] = weakref.WeakKeyDictionary()
 
 
@@ -93,10 +93,11 @@ def load_new(jitted: Callable) -> int:
     return 0 if cache is None else cache.load(last=True)
 
 
-def loaded_calls(jitted: Callable) -> int:
-    """How many calls of ``jitted`` ran an entry loaded from the cache for the first time."""
+def cache_loads(jitted: Callable) -> int:
+    """How many entries loaded from the compile cache ``jitted``'s calls ran (each counted at its first call, which
+    ``thunder.cache_misses`` counts as it counts a compilation); 0 without the cache."""
     cache = _CACHES.get(jitted)
-    return 0 if cache is None else cache.loaded_calls
+    return 0 if cache is None else cache.loads
 
 
 class _Cache:
@@ -104,7 +105,7 @@ class _Cache:
         # weak: thunder's list of entries holds this, and thunder keeps its compiled objects free of cycles
         self.jitted = weakref.ref(jitted)
         self.key, self.fields = key, fields
-        self.loaded_calls = 0
+        self.loads = 0
         self.known: set[Path] = set()  # the files this process loaded or saved
 
     def load(self, *, last: bool = False) -> int:
@@ -200,8 +201,12 @@ class _FirstUse:
         result = self.prologue(*args, **kwargs)
         if not self.used:
             self.used = True
-            try_first(self.cache.jitted(), self)  # loaded entries were put where thunder tries them last
-            self.cache.loaded_calls += 1
+            jitted = self.cache.jitted()
+            try_first(jitted, self)  # loaded entries were put where thunder tries them last
+            self.cache.loads += 1
+            # thunder counts a hit once this prologue returns; a load is counted as a compilation
+            stats = thunder.compile_stats(jitted)
+            stats.cache_misses, stats.cache_hits = stats.cache_misses + 1, stats.cache_hits - 1
             store.mark_used(self.path)
             log.info("thunder_ext: loaded %s from the compile cache in %.2f s", self.name, self.seconds)
         return result

@@ -61,7 +61,7 @@ from thunder.core.proxies import TensorProxy
 from thunder.core.trace import is_tracing
 from thunder.transforms.cudagraph import CUDAGraphTransform
 
-from thunder_ext.compile_cache import CompileCache, loaded_calls
+from thunder_ext.compile_cache import CompileCache, cache_loads
 from thunder_ext.compile_cache.ahead import CompileAhead, unavailable
 from thunder_ext.decisions import inplace_decisions
 from thunder_ext.executors import inplace_ex
@@ -454,14 +454,14 @@ class BucketedForward:
         self.shapes_seen.add(shape)
         name, bucket = named()
         log.info("thunder_ext: compiling %s for %s ...", name, bucket)
-        misses, loaded, start = thunder.cache_misses(compiled), loaded_calls(compiled), time.perf_counter()
+        misses, loaded, start = thunder.cache_misses(compiled), cache_loads(compiled), time.perf_counter()
         result = call()
         seconds = time.perf_counter() - start
-        if thunder.cache_misses(compiled) > misses:
+        if cache_loads(compiled) > loaded:  # thunder counts it a miss too
+            log.info("thunder_ext: loaded %s for %s from the compile cache in %.1f s", name, bucket, seconds)
+        elif thunder.cache_misses(compiled) > misses:
             self.longest_compile = max(self.longest_compile, seconds)
             log.info("thunder_ext: compiled %s for %s in %.1f s", name, bucket, seconds)
-        elif loaded_calls(compiled) > loaded:
-            log.info("thunder_ext: loaded %s for %s from the compile cache in %.1f s", name, bucket, seconds)
         else:
             log.info("thunder_ext: %s for %s was compiled already", name, bucket)
         return result
