@@ -358,23 +358,27 @@ def warn_that_generate_runs_uncompiled(model: object, jitted: torch.nn.Module) -
     without the lookasides and transforms of thunder's recipe (its mask is made with ``torch.vmap``)."""
     if not isinstance(model, GenerationMixin):
         return
-    generate = model.generate
-    warned = False
+    jitted.generate = _saying_once(model.generate, lambda: warnings.warn(
+        f"thunder_ext.jit({type(model).__name__}).generate() runs the model uncompiled: HF's generate calls the model "
+        "itself. Compile an HF model with model.forward = thunder_ext.thunderfx(model.forward), or "
+        "thunder.compile(model, recipe=thunder_ext.HFTransformersRecipe(), plugins='inplace')",
+        stacklevel=3,  # the caller of generate, past this lambda and the wrapper
+    ))  # fmt: skip
 
-    @functools.wraps(generate)
-    def generate_uncompiled(*args: Any, **kwargs: Any) -> Any:
-        nonlocal warned
-        if not warned:
-            warned = True
-            warnings.warn(
-                f"thunder_ext.jit({type(model).__name__}).generate() runs the model uncompiled: HF's generate calls "
-                "the model itself. Compile an HF model with model.forward = thunder_ext.thunderfx(model.forward), or "
-                "thunder.compile(model, recipe=thunder_ext.HFTransformersRecipe(), plugins='inplace')",
-                stacklevel=2,
-            )
-        return generate(*args, **kwargs)
 
-    jitted.generate = generate_uncompiled
+def _saying_once(fn: Callable, say: Callable[[], None]) -> Callable:
+    """``fn``, which calls ``say()`` at its first call."""
+    said = False
+
+    @functools.wraps(fn)
+    def saying(*args: Any, **kwargs: Any) -> Any:
+        nonlocal said
+        if not said:
+            said = True
+            say()
+        return fn(*args, **kwargs)
+
+    return saying
 
 
 # generate()'s decoding loops other than _sample, which thunder's recipe binds to the compiled module with generate:
@@ -393,25 +397,11 @@ def bind_decoding_loops(compiled: torch.nn.Module, model: GenerationMixin) -> No
             setattr(compiled, name, functools.partial(loop, compiled))
     for name in UNCOMPILED_LOOPS:
         if (loop := getattr(model, name, None)) is not None:
-            setattr(compiled, name, _said_uncompiled(loop, type(model).__name__))
-
-
-def _said_uncompiled(loop: Callable, model_name: str) -> Callable:
-    said = False
-
-    @functools.wraps(loop)
-    def uncompiled(*args: Any, **kwargs: Any) -> Any:
-        nonlocal said
-        if not said:
-            said = True
-            log.info(
-                "thunder_ext: %s.generate() runs %s with the model uncompiled: it rolls back its cache, which only "
-                "HF's DynamicCache does and thunder 0.2.6 does not compile, or is not compiled by this recipe",
-                model_name, loop.__name__,
-            )  # fmt: skip
-        return loop(*args, **kwargs)
-
-    return uncompiled
+            setattr(compiled, name, _saying_once(loop, functools.partial(
+                log.info, "thunder_ext: %s.generate() runs %s with the model uncompiled: it rolls back its cache, "
+                "which only HF's DynamicCache does and thunder 0.2.6 does not compile, or is not compiled by this "
+                "recipe", type(model).__name__, name,
+            )))  # fmt: skip
 
 
 class HFTransformersRecipe(HFTransformers):
