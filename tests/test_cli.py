@@ -237,7 +237,7 @@ def test_a_device_the_benchmarks_cannot_use_is_one_line_with_exit_status_2():
 @pytest.mark.parametrize("name, value, error", [
     ("THUNDER_EXT_CACHE_MAX_MB", "lots", "THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, 0 or more, got "
                                          "'lots' (unset: 1024)"),
-    ("THUNDER_EXT_CACHE", "maybe", "THUNDER_EXT_CACHE must be 1 (on) or 0 (off), got 'maybe'"),
+    ("THUNDER_EXT_CACHE", "maybe", "THUNDER_EXT_CACHE must be 1 (on), 0 (off) or verify, got 'maybe'"),
 ])  # fmt: skip
 def test_a_wrong_cache_setting_is_one_line_with_exit_status_2(name, value, error):
     done = cli_run("cache", **{name: value})

@@ -166,6 +166,25 @@ def test_a_warm_process_loads_what_a_cold_one_compiled_and_computes_the_same(col
     assert (warm["outs"], warm["seen"]) == (cold["outs"], cold["seen"])
 
 
+def test_verify_compiles_afresh_and_says_whether_the_stored_entry_is_that_compilation(cold):
+    project, cold = cold
+    (path,) = entry_files(project)
+    verified = run(project, env=env_of(project, THUNDER_EXT_CACHE="verify"))
+    assert (verified["misses"], verified["loads"]) == (1, 0) and not loaded(verified)
+    assert verified["outs"] == cold["outs"]
+    said = [m for m in verified["logs"] if "compile cache verify" in m]
+    assert said == ["thunder_ext: compile cache verify: Net.forward(x: cpu f32[4, 8]): the stored entry is this "
+                    "compilation"], verified["logs"]  # fmt: skip
+    # an entry that runs another program for the call, as a stale key would give
+    computation = lambda p: p["programs"]["computation"]  # noqa: E731  (its SCALE, 2.0, taken as 3.0)
+    _rewritten(path, lambda p: computation(p).update(text=computation(p)["text"].replace(", 2.0,", ", 3.0,")))
+    verified = run(project, env=env_of(project, THUNDER_EXT_CACHE="verify"))
+    said = [m for m in verified["logs"] if "compile cache verify" in m]
+    assert said == [f"thunder_ext: compile cache verify: Net.forward(x: cpu f32[4, 8]): the stored entry {path} "
+                    "differs from this compilation in programs.computation"], verified["logs"]  # fmt: skip
+    assert entry_files(project) == [path]  # verifying replaces nothing
+
+
 def test_by_default_nothing_is_saved_or_loaded_and_compile_cache_true_opts_in(cold):
     project, _ = cold
     unset = {k: v for k, v in env_of(project).items() if k != "THUNDER_EXT_CACHE"}
@@ -452,7 +471,7 @@ def test_the_cache_is_off_unless_asked_and_thunder_ext_cache_0_wins(monkeypatch)
         monkeypatch.setenv("THUNDER_EXT_CACHE", off)
         assert (store.enabled(), store.enabled(True)) == (False, False)
     monkeypatch.setenv("THUNDER_EXT_CACHE", "lots")
-    with pytest.raises(ValueError, match="THUNDER_EXT_CACHE must be 1 \\(on\\) or 0 \\(off\\), got 'lots'"):
+    with pytest.raises(ValueError, match="THUNDER_EXT_CACHE must be 1 \\(on\\), 0 \\(off\\) or verify, got 'lots'"):
         store.enabled()
 
 

@@ -8,6 +8,7 @@ whose key and code files (``compile_cache/key.py``) equal those it was compiled 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 import weakref
@@ -109,7 +110,10 @@ class _Cache:
         self.known: set[Path] = set()  # the files this process loaded or saved
 
     def load(self, *, last: bool = False) -> int:
-        """Loads the entries not known yet; ``last``: where thunder tries them after those it has. How many."""
+        """Loads the entries not known yet; ``last``: where thunder tries them after those it has. How many. None
+        where the cache verifies: every call compiles, and ``save`` compares."""
+        if store.verifying():
+            return 0
         cd, loaded = thunder.compile_data(self.jitted()), 0
         # least recently used first: thunder tries the last entry first
         for stored in sorted(store.entries(self.key), key=lambda s: s.last_used):
@@ -172,6 +176,9 @@ class _Cache:
         except NotStorable as e:
             log.info("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
             return
+        if store.verifying():
+            self._verify(name, payload)
+            return
         try:
             stored = store.save(self.key, payload)
             store.evict()
@@ -182,6 +189,42 @@ class _Cache:
             self.known.add(stored.path)
             size = stored.size / 2**20
             log.info("thunder_ext: compiled %s in %.1f s, saved to the compile cache (%.1f MB)", name, seconds, size)
+
+
+    def _verify(self, name: str, payload: dict) -> None:
+        """Says whether an entry stored for the call ``name`` holds this compilation, field by field (the programs
+        by role, the decisions, the files it depends on); a file is named by its content's digest, so an equal
+        compilation is the file itself."""
+        fresh = _comparable(json.loads(json.dumps(payload, sort_keys=True)))  # as stored: tuples as lists
+        stored = [(s.path, _comparable(s.payload)) for s in store.entries(self.key) if s.payload["describe"] == name]
+        if not stored:
+            log.info("thunder_ext: compile cache verify: %s: no entry is stored for this call", name)
+        elif any(s == fresh for _, s in stored):
+            log.info("thunder_ext: compile cache verify: %s: the stored entry is this compilation", name)
+        else:
+            for path, s in stored:
+                differ = [f"programs.{role}" for role in fresh["programs"]
+                          if s["programs"].get(role) != fresh["programs"][role]]  # fmt: skip
+                differ += [k for k in fresh if k != "programs" and s.get(k) != fresh[k]]
+                log.warning("thunder_ext: compile cache verify: %s: the stored entry %s differs from this "
+                            "compilation in %s", name, path, ", ".join(differ))  # fmt: skip
+
+
+def _comparable(payload: dict) -> dict:
+    """What of an entry runs, wherever the code lies: each file its decisions name by the module that runs from it
+    (the user's lines are in the programs' checks and comments, and another checkout's paths differ), the programs
+    without their comment lines."""
+
+    def named(text: str) -> str:
+        for path, name in payload["decision_files"].items():
+            text = text.replace(path, name)
+        return text
+
+    programs = {role: None if p is None else {**p, "text": "\n".join(
+        line for line in named(p["text"]).splitlines() if not line.lstrip().startswith("#"))}
+        for role, p in payload["programs"].items()}  # fmt: skip
+    decisions = [{**d, "source": named(d["source"] or "")} for d in payload["decisions"]]
+    return {**payload, "programs": programs, "decisions": decisions, "decision_files": None}
 
 
 class _FirstUse:

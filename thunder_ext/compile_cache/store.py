@@ -47,18 +47,30 @@ _SUFFIX = ".entry"
 DEFAULT_MAX_MB = 1024
 
 
-_ON, _OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
+_ON, _OFF, _VERIFY = ("1", "true", "on", "yes"), ("0", "false", "off", "no"), "verify"
 
 
 def enabled(requested: bool | None = None) -> bool:
     """Whether a compilation uses the cache, given its own ``compile_cache=`` (None where it says nothing):
-    ``THUNDER_EXT_CACHE=0`` wins, then ``requested``, then ``THUNDER_EXT_CACHE=1``; off where none says so."""
-    value = os.environ.get("THUNDER_EXT_CACHE", "").strip().lower()
-    if value not in ("", *_ON, *_OFF):
-        raise ValueError(f"THUNDER_EXT_CACHE must be 1 (on) or 0 (off), got {value!r}")
+    ``THUNDER_EXT_CACHE=0`` wins, then ``requested``, then ``THUNDER_EXT_CACHE=1`` (or ``verify``); off where none
+    says so."""
+    value = _setting()
     if value in _OFF:
         return False
-    return requested if requested is not None else value in _ON
+    return requested if requested is not None else value in (*_ON, _VERIFY)
+
+
+def verifying() -> bool:
+    """``THUNDER_EXT_CACHE=verify``: each call compiles afresh, and the compilation is compared with the entry
+    stored for its call, which is neither loaded nor replaced (``attach``)."""
+    return _setting() == _VERIFY
+
+
+def _setting() -> str:
+    value = os.environ.get("THUNDER_EXT_CACHE", "").strip().lower()
+    if value not in ("", *_ON, *_OFF, _VERIFY):
+        raise ValueError(f"THUNDER_EXT_CACHE must be 1 (on), 0 (off) or verify, got {value!r}")
+    return value
 
 
 def folder() -> Path:
