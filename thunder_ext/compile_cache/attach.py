@@ -110,8 +110,8 @@ class _Cache:
         self.known: set[Path] = set()  # the files this process loaded or saved
 
     def load(self, *, last: bool = False) -> int:
-        """Loads the entries not known yet; ``last``: where thunder tries them after those it has. How many. None
-        where the cache verifies: every call compiles, and ``save`` compares."""
+        """Loads the entries not known yet; ``last``: where thunder tries them after those it has. How many: 0
+        where the cache verifies, since every call compiles there and ``save`` compares."""
         if store.verifying():
             return 0
         cd, loaded = thunder.compile_data(self.jitted()), 0
@@ -190,11 +190,9 @@ class _Cache:
             size = stored.size / 2**20
             log.info("thunder_ext: compiled %s in %.1f s, saved to the compile cache (%.1f MB)", name, seconds, size)
 
-
     def _verify(self, name: str, payload: dict) -> None:
-        """Says whether an entry stored for the call ``name`` holds this compilation, field by field (the programs
-        by role, the decisions, the files it depends on); a file is named by its content's digest, so an equal
-        compilation is the file itself."""
+        """Says whether an entry stored for the call ``name`` holds this compilation (``_comparable``), or in which
+        fields it differs: the programs by role, the decisions, the files it depends on, its guard."""
         fresh = _comparable(json.loads(json.dumps(payload, sort_keys=True)))  # as stored: tuples as lists
         stored = [(s.path, _comparable(s.payload)) for s in store.entries(self.key) if s.payload["describe"] == name]
         if not stored:
