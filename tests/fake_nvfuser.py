@@ -34,7 +34,7 @@ from thunder_ext.transforms.op_kinds import ELEMENTWISE_PRIM_IDS, is_view_op, te
 from thunder_ext.transforms.aliasing_as_traced import (
     cse_keeping_written_storage_apart,
     nvfuser_may_run_as_a_view,
-    written_storage_aliased_as_traced,
+    keep_written_storage_aliased_as_traced,
 )
 from thunder_ext.transforms.regions.rules import register_region_rules
 
@@ -143,7 +143,7 @@ class FakeFusionPass(Transform):
 
     def transform_trace_post_optimization(self, trace, **kwargs):
         # what the extension's fusion pass does for nvFuser, which the stand-in is not among the executors to get
-        trace = written_storage_aliased_as_traced(trace, executors=[fake_nvfuser])
+        trace = keep_written_storage_aliased_as_traced(trace, executors=[fake_nvfuser])
         trace = self.cse(trace)
         undeleted = from_trace(trace)
         undeleted.bound_symbols = [b for b in trace.bound_symbols if b.sym.name != "python_del"]

@@ -215,8 +215,8 @@ def test_design_md_shows_the_pipeline_that_runs():
 
 def test_the_pipeline_check_fails_on_a_reordered_doc():
     text = DESIGN.read_text()
-    swapped = text.replace("zeros_with_their_prims", "@@").replace("lines_inside_writes", "zeros_with_their_prims")
-    assert documented_pipeline(swapped.replace("@@", "lines_inside_writes")) != [(s.name, s.module) for s in PIPELINE]
+    swapped = text.replace("give_zeros_their_prims", "@@").replace("name_lines_inside_writes", "give_zeros_their_prims")
+    assert documented_pipeline(swapped.replace("@@", "name_lines_inside_writes")) != [(s.name, s.module) for s in PIPELINE]
 
 
 @pytest.mark.parametrize("hook", list(Hook))

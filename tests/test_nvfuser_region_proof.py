@@ -36,7 +36,7 @@ from thunder_ext.primitive import copy_to_out_
 from thunder_ext.transforms.aliasing import Aliases
 from thunder_ext.transforms.op_kinds import ELEMENTWISE_PRIM_IDS, data_args, fused_writes, is_copy_to_out
 from thunder_ext.transforms.regions.rules import RegionOps, register_region_rules
-from thunder_ext.transforms.aliasing_as_traced import nvfuser_may_run_as_a_view, written_storage_aliased_as_traced
+from thunder_ext.transforms.aliasing_as_traced import nvfuser_may_run_as_a_view, keep_written_storage_aliased_as_traced
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 
 # Its own executors (a stand-in fusion executor), whatever thunder's defaults are.
@@ -499,16 +499,16 @@ def test_ops_of_written_storage_that_nvfuser_aliases_otherwise_leave_its_regions
         unwritten = ltorch.clone(b)
         copy_to_out_(ltorch.full_like(diagonal, -2.0), out=diagonal)
     register_region_rules(aliasing := _FusesAnything("aliasing by prims"), NVFUSER_RULES)
-    ran = written_storage_aliased_as_traced(trace, executors=[aliasing])
+    ran = keep_written_storage_aliased_as_traced(trace, executors=[aliasing])
     on_torch = {o.name for op in ran.bound_symbols if op.sym.executor is torch_ex for o in op.flat_proxy_outs}
     assert on_torch == {diagonal.name, saved.name}, ran
     # a fusion executor ahead that groups by thunder's semantics (the torch.compile executor's) takes them first
-    assert written_storage_aliased_as_traced(trace, executors=[_FusesAnything("torch.compile-like"), aliasing]) is trace
+    assert keep_written_storage_aliased_as_traced(trace, executors=[_FusesAnything("torch.compile-like"), aliasing]) is trace
     # one that fuses only beside its required ops (thunder's torchcompile_xentropy, among the defaults on a GPU, can
     # fuse a sum) takes nothing for sure: on an H100 the sum of cuda/found_4c28956511b5 went back to nvFuser
     xentropy_like = _FusesAnything("xentropy-like")
     xentropy_like.required_ops = {"torch.nn.functional.nll_loss"}
-    ran = written_storage_aliased_as_traced(trace, executors=[xentropy_like, aliasing])
+    ran = keep_written_storage_aliased_as_traced(trace, executors=[xentropy_like, aliasing])
     assert {o.name for op in ran.bound_symbols if op.sym.executor is torch_ex for o in op.flat_proxy_outs} == on_torch
 
 

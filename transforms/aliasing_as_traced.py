@@ -1,6 +1,6 @@
 """Written storage is shared at run time as the trace shares it, even where nvFuser would share it otherwise.
 
-Rule (``written_storage_aliased_as_traced``, in ``inplace_ex``'s fusion pass, after the saved-value clones are
+Rule (``keep_written_storage_aliased_as_traced``, in ``inplace_ex``'s fusion pass, after the saved-value clones are
 made): an op that nvFuser would run with other aliasing than thunder's semantics gives it (below) runs on the
 PyTorch executor, out of any region, where a write of the trace overwrites the storage it reads or makes, and
 nvFuser would fuse it (the first fusion executor that can fuse it is one whose ``RegionRules`` say
@@ -86,7 +86,7 @@ def nvfuser_aliases_otherwise(bsym: BoundSymbol) -> bool:
     return bool(copies) and all(map(nvfuser_may_run_as_a_view, copies))
 
 
-def written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Executor] | None = None) -> TraceCtx:
+def keep_written_storage_aliased_as_traced(trace: TraceCtx, *, executors: Sequence[Executor] | None = None) -> TraceCtx:
     """Run on the PyTorch executor each op of which ``nvfuser_aliases_otherwise``, whose input or result shares
     storage with a tensor a write of the trace overwrites, and which the first fusion executor of ``executors`` (by
     default the compilation's) that can fuse it would fuse aliasing by prims (the module's rule; an earlier fusion

@@ -1,6 +1,6 @@
 """The zeros thunder's autodiff makes for a missing cotangent reach the fusion passes with their prims.
 
-Rule (``zeros_with_their_prims``, run just before the fusion passes): every ``ltorch.zeros`` bound without
+Rule (``give_zeros_their_prims``, run just before the fusion passes): every ``ltorch.zeros`` bound without
 subsymbols gets the ones tracing it gives (``ltorch.full``, ``prims.full``), keeping its output.
 
 thunder 0.2.6's autodiff binds such a ``zeros`` for the gradient of an intermediate that receives no cotangent
@@ -32,7 +32,7 @@ def _is_bare_zeros(bsym: BoundSymbol) -> bool:
     return bsym.sym.id == ltorch.zeros.id and not bsym.subsymbols
 
 
-def zeros_with_their_prims(trace: TraceCtx) -> TraceCtx:
+def give_zeros_their_prims(trace: TraceCtx) -> TraceCtx:
     """``trace`` with each bare ``ltorch.zeros`` given its subsymbols (module docstring)."""
     if not any(map(_is_bare_zeros, trace.bound_symbols)):
         return trace

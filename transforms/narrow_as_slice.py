@@ -1,6 +1,6 @@
 """``narrow`` traced as the slice it is where thunder differentiates the trace.
 
-Rule (``narrows_as_slices``, on the computation trace, where an argument requires grad): every ``narrow`` of a
+Rule (``trace_narrows_as_slices``, on the computation trace, where an argument requires grad): every ``narrow`` of a
 tensor at a constant start becomes ``getitem`` with that slice: the same elements of the same storage, one view.
 thunder 0.2.6 registers ``narrow`` automatically, so it differentiates it through torch's own autograd
 (``narrow_vjp``), whose Python its torch.compile executor fuses into a region that Dynamo cannot always trace
@@ -39,7 +39,7 @@ def _constant_narrow(bsym: BoundSymbol) -> tuple | None:
     return args
 
 
-def narrows_as_slices(trace: TraceCtx) -> TraceCtx:
+def trace_narrows_as_slices(trace: TraceCtx) -> TraceCtx:
     """Trace each ``narrow`` at a constant start as the slice it is, where thunder differentiates ``trace``."""
     if not arguments_requiring_grad(trace) or not any(map(_constant_narrow, trace.bound_symbols)):
         return trace

@@ -14,7 +14,7 @@ its subsymbols (a fusion pass may flatten an op into them). Views and renames re
 storage: recomputed, they name the same one, and what reads it through them is pinned where it must read the
 old value. They stay free, as thunder's autodiff needs: it saves for the backward what the backward reads,
 and where the backward's region recomputes a rename of an argument, the argument itself is saved, before any
-region that writes it, where ``saved_values_outlive_writes`` can clone it.
+region that writes it, where ``clone_saved_values_written_later`` can clone it.
 
 ``recomputations_across_writes`` checks the regions afterwards and names any recomputation that reads or
 makes storage written since the value was first computed, or that writes: the checker raises on it, since

@@ -27,18 +27,18 @@ from thunder_ext.transforms.aliased_arguments import (
     refuse_arguments_sharing_written_state,
     refuse_unrepresentable_aliased_arguments,
 )
-from thunder_ext.transforms.aliasing_as_traced import written_storage_aliased_as_traced
+from thunder_ext.transforms.aliasing_as_traced import keep_written_storage_aliased_as_traced
 from thunder_ext.transforms.argument_containers import guard_argument_containers
 from thunder_ext.transforms.functionalize import functionalize_writes
-from thunder_ext.transforms.gradient_zeros import zeros_with_their_prims
+from thunder_ext.transforms.gradient_zeros import give_zeros_their_prims
 from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
-from thunder_ext.transforms.narrow_as_slice import narrows_as_slices
+from thunder_ext.transforms.narrow_as_slice import trace_narrows_as_slices
 from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
-from thunder_ext.transforms.saved_for_backward import clone_saved_values_before_writes, saved_values_outlive_writes
+from thunder_ext.transforms.saved_for_backward import clone_saved_values_before_writes, clone_saved_values_written_later
 from thunder_ext.transforms.uncomputed_writes import keep_uncomputed_writes_out_of_regions
-from thunder_ext.transforms.user_lines import lines_inside_writes, name_user_lines
+from thunder_ext.transforms.user_lines import name_lines_inside_writes, name_user_lines
 from thunder_ext.transforms.view_writes import scatter_writes_through_views
 
 
@@ -78,16 +78,16 @@ PIPELINE: tuple[Stage, ...] = (
     Stage(Hook.PROLOGUE, refuse_unrepresentable_aliased_arguments),
     Stage(Hook.PROLOGUE, refuse_arguments_sharing_written_state),
     Stage(Hook.PROLOGUE, refuse_differentiated_writes_into_leaves),
-    Stage(Hook.COMPUTATION, narrows_as_slices),
+    Stage(Hook.COMPUTATION, trace_narrows_as_slices),
     Stage(Hook.COMPUTATION, scatter_writes_through_views),
     Stage(Hook.COMPUTATION, functionalize_writes),
-    Stage(Hook.FUSION, zeros_with_their_prims),
-    Stage(Hook.FUSION, lines_inside_writes),
+    Stage(Hook.FUSION, give_zeros_their_prims),
+    Stage(Hook.FUSION, name_lines_inside_writes),
     Stage(Hook.FUSION, clone_saved_values_before_writes),
-    Stage(Hook.FUSION, written_storage_aliased_as_traced),
+    Stage(Hook.FUSION, keep_written_storage_aliased_as_traced),
     Stage(Hook.FUSION, pin_reads_of_overwritten_storage),
     Stage(Hook.FUSION, keep_uncomputed_writes_out_of_regions),
-    Stage(Hook.EXECUTION, saved_values_outlive_writes),
+    Stage(Hook.EXECUTION, clone_saved_values_written_later),
     Stage(Hook.EXECUTION, prove_inplace_writes, Role.DECIDES),
     # only traces the extension rewrote: it answers for their memory, thunder for the rest
     Stage(Hook.EXECUTION, reuse_dead_buffers, Role.ONLY_IF_DECIDED),

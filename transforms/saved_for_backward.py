@@ -30,7 +30,7 @@ Two passes keep the rule:
    value like any other: thunder's split keeps it in the forward (a forward op reads it), grouping and
    rematerialization order it before the write (``transforms/no_recomputation.py`` pins it), and the
    region rules judge it as any reader of the old value.
-2. ``saved_values_outlive_writes``, after the split, on the forward trace: a saved tensor that a later op
+2. ``clone_saved_values_written_later``, after the split, on the forward trace: a saved tensor that a later op
    writes (thunder's own ``copy_``, which has no ``after``) is saved as a clone taken just before that op.
 """
 
@@ -51,7 +51,7 @@ from thunder_ext.transforms.op_kinds import is_copy_to_out, tensor_args, tensor_
 from thunder_ext.transforms.traced import traced_ops
 
 
-def saved_values_outlive_writes(trace: TraceCtx) -> TraceCtx:
+def clone_saved_values_written_later(trace: TraceCtx) -> TraceCtx:
     """Save a clone of each saved tensor that a later write would overwrite (the module's second pass)."""
     if TraceTag.AUGMENTED_FORWARD not in trace.tags:
         return trace
@@ -84,7 +84,7 @@ def clone_saved_values_before_writes(trace: TraceCtx) -> TraceCtx:
     """In a joint forward and backward trace, clone each tensor the backward reads that a later write may
     overwrite, where it is made; the backward reads the clone, each such write lists it in its ``after`` (the
     module's first pass). A tensor that a write without ``after`` (thunder's ``copy_``) may overwrite is left
-    to ``saved_values_outlive_writes``. Runs on the trace the fusion passes receive."""
+    to ``clone_saved_values_written_later``. Runs on the trace the fusion passes receive."""
     if not _is_joint(trace):
         return trace
     backward = backward_ops(trace)

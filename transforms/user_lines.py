@@ -13,7 +13,7 @@ The trace the rule forbids, from ``k.index_copy_(2, pos, nk)`` at line 3 of ``mo
 With the rule it reads ``# model.py:3: k.index_copy_(2, pos, nk)``, so the decisions and ``thunder.last_traces``
 name the line that ``thunder_ext.jit`` names for the same function.
 
-A second pass, ``lines_inside_writes``, runs before the fusion passes: each write's line goes onto the
+A second pass, ``name_lines_inside_writes``, runs before the fusion passes: each write's line goes onto the
 ``copy_to_out_`` inside it too, since a fusion pass that flattens an op into its subsymbols (nvFuser) keeps only
 those, and a decision names a write by its line.
 """
@@ -69,7 +69,7 @@ def name_user_lines(trace: TraceCtx) -> TraceCtx:
     return new_trace
 
 
-def lines_inside_writes(trace: TraceCtx) -> TraceCtx:
+def name_lines_inside_writes(trace: TraceCtx) -> TraceCtx:
     """``trace`` with each write's user line on the ``copy_to_out_`` it calls too (see the module's docstring)."""
     lined = from_trace(trace)
     lined.bound_symbols = [
