@@ -184,7 +184,7 @@ def test_assisted_generation_through_the_recipe_runs_uncompiled_and_says_so(capl
     out = greedy(compiled, prompt(), 8, prompt_lookup_num_tokens=3)
     assert torch.equal(out.sequences, greedy(eager, prompt(), 8, prompt_lookup_num_tokens=3).sequences)
     assert calls(compiled) == 0
-    said = [r.getMessage() for r in caplog.records if "runs _assisted_decoding with the model uncompiled" in r.getMessage()]
+    said = [m for m in map(logging.LogRecord.getMessage, caplog.records) if "runs _assisted_decoding with" in m]
     assert said == ["thunder_ext: LlamaForCausalLM.generate() runs _assisted_decoding with the model uncompiled: it "
                     "rolls back its cache, which only HF's DynamicCache does and thunder 0.2.6 does not compile, or is "
                     "not compiled by this recipe"]  # fmt: skip
@@ -198,9 +198,9 @@ def test_generate_without_a_cache_is_refused_by_name_before_anything_runs(entry)
         m = compiled = thunder.compile(m, recipe=HFTransformersRecipe(), plugins="inplace")
     else:
         m.forward = compiled = thunder_ext.thunderfx(m.forward)
-    with pytest.raises(NotImplementedError, match=r"^thunder_ext: LlamaForCausalLM.generate\(use_cache=False\) cannot be "
-                                                  r"compiled: HF builds the attention mask of a call without a cache "
-                                                  r"with torch.vmap"):  # fmt: skip
+    refusal = (r"^thunder_ext: LlamaForCausalLM.generate\(use_cache=False\) cannot be compiled: HF builds the "
+               r"attention mask of a call without a cache with torch.vmap")
+    with pytest.raises(NotImplementedError, match=refusal):
         greedy(m, prompt(), 2, use_cache=False)
     assert entry == "thunderfx" or calls(compiled) == 0
 
