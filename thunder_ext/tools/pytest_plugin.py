@@ -3,7 +3,7 @@
 (which ``thunder.jit`` and ``thunder_ext.jit`` use when given none).
 
 Installed as the ``thunder_ext`` pytest11 entry point, so every pytest run in this environment loads it;
-without the option it does nothing, and it imports thunder only when the option is given.
+without the option it changes nothing (loading it imports ``thunder_ext``, and with it thunder).
 
     cd /tmp && python -m pytest -p no:cacheprovider --thunder-ext --pyargs thunder.tests.test_update_aliases
 
