@@ -1,6 +1,6 @@
 """PyTorch executor for ``copy_to_out_``, on CPU and CUDA tensors alike.
 
-Two kinds of operator:
+The operators that run writes and what they need:
 
 - ``copy_to_out_`` itself, run as ``out.copy_(computed)``: always correct, costs a full-size
   ``computed`` and a copy. This is what every write runs as until the aliasing checker proves more.
