@@ -295,6 +295,7 @@ class BucketedForward:
         self.capacity, self.buffers = capacity, buffers
         self.attentions = [block.attn for block in gpt.transformer.h]
         self.caches = [attn.kv_cache for attn in self.attentions]
+        self.refreshed_for = self.caches  # the caches the compiled module was last given
         self.compiled = thunder.compile_data(model) is not None
         # the model's own forward, which thunder compiled (or litgpt's)
         self.forward = types.MethodType(type(model).forward, model)
@@ -321,9 +322,12 @@ class BucketedForward:
                 "it fits to the cache's buckets"
             )
         self.grew = False
-        if not self._holds_its_caches() and isinstance(self.model, ThunderModule):
-            # litgpt's own clear_kv_cache or set_kv_cache since: the compiled module takes the model's new buffers
+        current = [attn.kv_cache for attn in self.attentions]
+        if current != self.refreshed_for and not self._holds_its_caches() and isinstance(self.model, ThunderModule):
+            # litgpt's own clear_kv_cache or set_kv_cache since: the compiled module takes the model's new buffers,
+            # once per set of caches (not at every call)
             refresh_thunder_module(self.model, dict(self.gpt.named_buffers()))
+            self.refreshed_for = current
         if input_pos is None or not self._holds_its_caches() or not self._takes(idx, input_pos):
             # no cache, caches set anew by litgpt, or a call the model refuses with its own error
             return self.forward(idx, input_pos, input_pos_maxp1, lm_head_chunk_size)
