@@ -42,6 +42,7 @@ from thunder_ext.benchmarks import (
 from thunder_ext.benchmarks.measure import machine, report_status
 from thunder_ext.benchmarks.report import Table, Target
 from thunder_ext.tools.extras import require
+from thunder_ext_cli import BENCH_DOCS, bench_parser
 
 CASES = {
     "kv_write": kv_cache_write,
@@ -62,32 +63,11 @@ CASES = {
 }
 
 
-DOCS = Path("docs/benchmarks")
-
-
 def parse(argv: Sequence[str] | None, prog: str = "thunder-ext bench") -> argparse.Namespace:
-    description = (
-        "Run the benchmark suite: each case under every runner, side by side. A full run takes tens of "
-        "minutes on a 2-core CPU (each torch.compile runner compiles for up to a minute per configuration) "
-        f"and writes tables, plots and targets into {DOCS}/; --quick takes about 15 minutes and writes into a "
-        "new temporary folder unless --out names one."
-    )
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from: {', '.join(CASES)}")
-    parser.add_argument("--quick", action="store_true", help="fewer sizes and repeats (a smoke run, not for the docs)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
-    # On the 2-core CPU machines here, PyTorch's 2-thread OpenMP pool costs about 3 ms per parallel op
-    # (an add of 65,536 floats: 3,100 µs with 2 threads, 14 µs with 1), which would swamp every comparison.
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads on the CPU (default: 1)")
-    parser.add_argument(
-        "--out", type=Path, help=f"where tables and plots go (default: {DOCS}; with --quick, a new temporary folder)"
-    )
+    parser = bench_parser(prog, CASES)  # --cases: a list of names, each a case of CASES
     args = parser.parse_args(argv)
     if args.out is None:  # a smoke run never touches the recorded results unless asked to
-        args.out = Path(tempfile.mkdtemp(prefix="thunder-ext-bench-")) if args.quick else DOCS
-    args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    if unknown := [c for c in args.cases if c not in CASES]:
-        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+        args.out = Path(tempfile.mkdtemp(prefix="thunder-ext-bench-")) if args.quick else BENCH_DOCS
     args.device = torch.device(args.device)
     if args.device.type == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: CUDA is not available on this machine")

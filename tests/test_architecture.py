@@ -10,6 +10,7 @@ import ast
 import importlib.util
 import pathlib
 import re
+import sys
 import tomllib
 
 import pytest
@@ -103,6 +104,21 @@ def test_the_layer_check_fails_on_an_import_upwards(tmp_path):
     broken.write_text("from thunder_ext.jit import jit\n")
     found = upward_imports({"thunder_ext.transforms.aliasing": broken})
     assert found == [f"{broken}:1: thunder_ext.transforms.aliasing (transforms) imports thunder_ext.jit (entry points)"]
+
+
+def test_the_command_lines_parsers_are_outside_the_package_and_import_the_standard_library_only():
+    # thunder_ext_cli.py: what `thunder-ext --help` imports, so not the package (whose import is thunder's); the
+    # package's commands import their parsers from it, and its main() imports thunder_ext.tools.cli, in the call
+    assert "thunder_ext_cli" in tomllib.loads(PYPROJECT.read_text())["tool"]["setuptools"]["py-modules"]
+    path = pathlib.Path(importlib.util.find_spec("thunder_ext_cli").origin)
+    assert path == PYPROJECT.parent / "thunder_ext_cli.py"
+    tree = ast.parse(path.read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    names = {a.name for n in top if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in top if isinstance(n, ast.ImportFrom)}
+    assert {n for n in names if n.split(".")[0] not in sys.stdlib_module_names | {"__future__"}} == set()
+    inside = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} - names
+    assert inside == {"thunder_ext.tools.cli"}
 
 
 def _defined_names(tree: ast.AST) -> set[str]:

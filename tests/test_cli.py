@@ -21,7 +21,9 @@ import torch
 import torch._dynamo.mutation_guard as mutation_guard
 from thunder.core.interpreter import InterpreterError
 
-from thunder_ext.tools import cache, cli, extras
+import thunder_ext.logs
+import thunder_ext_cli
+from thunder_ext.tools import cache, extras
 from thunder_ext.benchmarks import compile_time, suite
 from thunder_ext.benchmarks.measure import interleaved_samples, report_status
 from thunder_ext.benchmarks.report import Table, Target
@@ -71,7 +73,7 @@ def test_a_missing_extra_stops_the_run_before_anything_is_written(stand_in_case,
 
 def test_the_top_level_help_says_what_each_command_does_and_how_long(capsys):
     with pytest.raises(SystemExit):
-        cli.main(["--help"])
+        thunder_ext_cli.main(["--help"])
     out = capsys.readouterr().out
     assert "`" not in out and "each command takes --help." in out
     for command in ("demo", "bench"):
@@ -82,7 +84,7 @@ def test_the_top_level_help_says_what_each_command_does_and_how_long(capsys):
 @pytest.mark.parametrize("command", ["demo", "bench"])
 def test_each_command_help_names_the_command(command, capsys):
     with pytest.raises(SystemExit):
-        cli.main([command, "--help"])
+        thunder_ext_cli.main([command, "--help"])
     out = capsys.readouterr().out
     assert out.startswith(f"usage: thunder-ext {command} ") and "minutes" in out
 
@@ -98,6 +100,42 @@ def test_importing_the_project_hides_thunders_transformer_engine_warning_only():
     code = "import thunder_ext, warnings; warnings.warn('a warning of the user')"
     err = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True).stderr
     assert "transformer_engine" not in err and "a warning of the user" in err
+
+
+# what a command line that answers at once may import: --help and each usage error come before torch
+HELP_AND_USAGE_ERRORS = [["--help"], ["--bogus"], ["demo", "--help"], ["demo", "--bogus"], ["bench", "--help"],
+                         ["bench", "--cases", "nope"], ["bench", "--threads", "many"], ["cache", "--help"],
+                         ["cache", "empty"]]  # fmt: skip
+
+
+@pytest.mark.executor_sets("defaults")  # compiles nothing
+def test_help_and_usage_errors_answer_without_importing_torch():
+    code = (
+        "import sys, thunder_ext_cli\n"
+        f"for argv in {HELP_AND_USAGE_ERRORS!r}:\n"
+        "    try:\n"
+        "        thunder_ext_cli.main(argv)\n"
+        "    except SystemExit as e:\n"
+        "        print(argv, e.code, file=sys.stderr)\n"
+        "print(sorted(m for m in ('torch', 'thunder', 'thunder_ext', 'litgpt') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]" and "usage: thunder-ext bench " in done.stdout
+    codes = [line.rsplit(" ", 1)[1] for line in done.stderr.splitlines() if line.startswith("[")]
+    assert codes == ["0", "2", "0", "2", "0", "2", "2", "0", "2"], done.stderr
+
+
+def test_the_installed_command_runs_the_module_outside_the_package():
+    import importlib.metadata
+
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="thunder-ext")
+    assert script.value == "thunder_ext_cli:main"  # else: .venv/bin/pip install -e . again
+    assert Path(thunder_ext_cli.__file__) == Path(__file__).parents[1] / "thunder_ext_cli.py"
+
+
+def test_the_command_line_offers_the_cases_the_suite_runs():
+    assert list(thunder_ext_cli.BENCH_CASES) == list(suite.CASES)
 
 
 def test_the_suite_says_which_runner_it_compiles_and_times():
@@ -195,14 +233,13 @@ def test_the_demo_names_its_extra_when_litgpt_is_missing(monkeypatch):
 
 def cli_run(*args: str, **env: str) -> subprocess.CompletedProcess:
     """The command line in a process of its own, as a user runs it; 10 s: an error comes before anything compiles."""
-    command = [sys.executable, "-m", "thunder_ext.tools.cli", *args]
+    command = [sys.executable, "-m", "thunder_ext_cli", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=10, env={**os.environ, **env})
 
 
 def stderr_lines(done: subprocess.CompletedProcess) -> list[str]:
-    # `import thunder_ext` imports thunder (thunder_ext/__init__.py), whose import makes torch log this line on a
-    # machine with a CUDA toolkit and no GPU, before the command line runs and can hide it
-    return [line for line in done.stderr.splitlines() if "No CUDA runtime is found, using CUDA_HOME=" not in line]
+    # none of torch's: `import thunder_ext` hides "No CUDA runtime is found" (thunder_ext.logs.cuda_home_hidden)
+    return done.stderr.splitlines()
 
 
 @pytest.fixture
@@ -322,21 +359,26 @@ def test_the_cache_command_says_why_the_cache_is_off(setting, state, tmp_path, m
     assert capsys.readouterr().out.startswith(f"compile cache: {tmp_path}, {state}")
 
 
+def test_the_cuda_home_filter_hides_torchs_line_and_no_other():
+    hide = thunder_ext.logs.HideCudaHome()
+    cuda = logging.LogRecord("torch.utils.cpp_extension", logging.WARNING, "cpp_extension.py", 117,
+                             "No CUDA runtime is found, using CUDA_HOME='%s'", ("/usr/local",), None)  # fmt: skip
+    others = [logging.LogRecord("torch.utils.cpp_extension", logging.WARNING, "cpp_extension.py", 1, msg, args, None)
+              for msg, args in [("No ROCm runtime is found, using ROCM_HOME='%s'", ("/opt/rocm",)),  # torch's next
+                                ("There are no %s version bounds defined for CUDA version %s", ("g++", "12.8"))]]
+    assert not hide.filter(cuda) and all(hide.filter(r) for r in others)
+
+
 @pytest.mark.executor_sets("defaults")  # compiles nothing
-def test_the_cli_hides_torchs_cuda_home_warning_and_no_other():
-    logger, seen = logging.getLogger("torch.utils.cpp_extension"), []
-    handler = logging.Handler()
-    handler.emit = lambda record: seen.append(record.getMessage())
-    logger.addHandler(handler), logger.addFilter(cli.HideCudaHome())
-    try:
-        logger.warning("No CUDA runtime is found, using CUDA_HOME='%s'", "/usr/local")
-        logger.warning("No ROCm runtime is found, using ROCM_HOME='%s'", "/opt/rocm")  # torch's next line, kept
-        logger.warning("There are no %s version bounds defined for CUDA version %s", "g++", "12.8")
-    finally:
-        logger.removeHandler(handler)
-        logger.filters = [f for f in logger.filters if not isinstance(f, cli.HideCudaHome)]
-    assert seen == ["No ROCm runtime is found, using ROCM_HOME='/opt/rocm'",
-                    "There are no g++ version bounds defined for CUDA version 12.8"]  # fmt: skip
+def test_importing_the_project_hides_torchs_cuda_home_line_during_the_import_only():
+    # CUDA_HOME: the line comes wherever torch has CUDA and finds no GPU, not only where a toolkit is installed
+    code = ("import logging, thunder_ext\nlog = logging.getLogger('torch.utils.cpp_extension')\n"
+            "assert log.filters == []\nlog.warning('No CUDA runtime is found, using CUDA_HOME=%s', 'later')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "CUDA_HOME": "/nonexistent"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stderr.splitlines() if "No CUDA runtime" in line]  # torch's format
+    assert line.endswith("No CUDA runtime is found, using CUDA_HOME=later")
 
 
 @pytest.mark.executor_sets("defaults")  # compiles nothing

@@ -31,13 +31,16 @@ import importlib
 import warnings
 from typing import Any
 
-# thunder warns at import that an optional GPU library is absent; only that warning, only during the import
-with warnings.catch_warnings():
+import thunder_ext.logs  # the logger's default: compilations are never silent
+
+# thunder warns at import that an optional GPU library is absent, and thunder.dynamo's import of
+# torch.utils.cpp_extension logs "No CUDA runtime is found" where a CUDA toolkit has no GPU: only those, only here
+with warnings.catch_warnings(), thunder_ext.logs.cuda_home_hidden():
     warnings.filterwarnings("ignore", message="transformer_engine module not found", category=UserWarning)
     importlib.import_module("thunder")
+    importlib.import_module("thunder.dynamo")
 
 import thunder_ext.integrations  # noqa: E402, F401  (registers the integrations' hooks)
-import thunder_ext.logs  # noqa: E402, F401  (the logger's default: compilations are never silent)
 from thunder_ext.compile_cache import cache_loads  # noqa: E402
 from thunder_ext.decisions import inplace_decisions  # noqa: E402
 from thunder_ext.dynamo import ThunderCompiler, thunderfx  # noqa: E402

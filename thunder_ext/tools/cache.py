@@ -3,16 +3,15 @@ used) and the files no compilation reads, removing nothing; ``thunder-ext cache 
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Sequence
 
 from thunder_ext.tools.extras import check_cache_settings, fail
+from thunder_ext_cli import cache_parser
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.tools.cache") -> None:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.replace("``", "`"))
-    parser.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
+    parser = cache_parser(prog)
     args = parser.parse_args(argv)
     check_cache_settings(parser, uses_cache=False)  # a folder the cache refuses is what this command reports
     from thunder_ext.compile_cache import store  # imports thunder: not for --help

@@ -23,15 +23,12 @@ from typing import TYPE_CHECKING
 
 from thunder_ext.tools.demo_model import N_EMBD, N_LAYER
 from thunder_ext.tools.extras import check_cache_settings, fail, require
+from thunder_ext_cli import PROMPT_TOKENS, ROUNDS, TOKENS, demo_parser
 
 # torch, thunder and litgpt are imported where used, once the arguments are checked: --help and a wrong value
 # answer without them
 if TYPE_CHECKING:
     import torch
-
-PROMPT_TOKENS = 8
-ROUNDS = 3  # the blocks of the timing, in which the runners take turns
-TOKENS = 12
 
 
 class Decoder:
@@ -131,24 +128,7 @@ def checked(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m thunder_ext.tools.demo") -> None:
-    description = (
-        "Decode with a small litgpt model (4 layers) under eager and thunder.jit with litgpt's KV cache, and "
-        "thunder_ext.jit with a cache that grows with what it holds (thunder_ext.set_kv_cache): print what the "
-        "extension compiles, the in-place KV-cache writes of the execution trace, how each was decided, and the "
-        "time per token with its spread. About 2 minutes on a 2-core CPU, most of it thunder compiling."
-    )
-    parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument(
-        "--max-seq-length", type=int, default=4096,
-        help="positions each KV cache holds, litgpt's max_seq_length and the model's block size (default: 4096); "
-        f"at least the {PROMPT_TOKENS}-token prompt, the first decoded token and each call of the timing: --tokens "
-        f"and one more per block of turns (so {TOKENS + 1 + ROUNDS + PROMPT_TOKENS} for --tokens {TOKENS})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--tokens", type=int, default=TOKENS, help=f"tokens timed per runner, 2 or more (default: {TOKENS})"
-    )
-    # as the benchmarks do: a 2-thread OpenMP pool costs milliseconds per op on small VMs (docs/benchmarks.md)
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1)")
+    parser = demo_parser(prog)
     args = parser.parse_args(argv)
     require("thunder-ext demo")
     checked(parser, args)
