@@ -6,8 +6,8 @@ A pass states each rule and puts its check into the trace; the check, an operato
 - ``check_aliased_arguments``, ``check_arguments_apart_from_state``: in the prologue, arguments that share storage
   as thunder cannot represent, or with a tensor the function reaches another way where either is written
   (``transforms/aliased_arguments.py``; ``AliasedArgumentsError``);
-- ``check_no_leaf_written``: in the prologue, a leaf that requires grad written in place (``transforms/leaf_writes.py``;
-  eager's ``RuntimeError``);
+- ``check_written_arguments_need_no_grad``: in the prologue, an argument that requires grad written in place
+  (``transforms/grad_argument_writes.py``; eager's ``RuntimeError`` for a leaf, ``ArgumentWriteGradientError``);
 - ``check_argument_containers``: in the prologue, the call's lists, tuples and dicts are the traced call's
   (``transforms/argument_containers.py``); a ``ValueError`` here is a cache miss, not the user's error;
 - ``check_dense_argument``: first in the computation, an argument an nvFuser region writes is dense
@@ -189,11 +189,25 @@ check_dense_argument = _check_operator(_check_dense_argument)
 LEAF_ERROR = "a leaf Variable that requires grad is being used in an in-place operation."
 
 
-def _check_no_leaf_written(computation_args, positions: tuple[int, ...], writes: tuple[str, ...]) -> None:
-    """The rule of ``transforms/leaf_writes.py``, on one call's arguments."""
+class ArgumentWriteGradientError(RuntimeError):
+    """A differentiated write into an argument that requires grad and is no leaf, whose gradient thunder 0.2.6 would
+    lose; nothing was run or written."""
+
+
+def _check_written_arguments_need_no_grad(computation_args, positions: tuple[int, ...], writes: tuple[str, ...]):
+    """The rule of ``transforms/grad_argument_writes.py``, on one call's arguments."""
     for i, what in zip(positions, writes):
-        if computation_args[i].is_leaf and computation_args[i].requires_grad:
-            raise RuntimeError(f"thunder_ext.jit: {what}, which is a leaf that requires grad, so nothing was run: {LEAF_ERROR}")
+        if not computation_args[i].requires_grad:  # thunder's prologue checks it too; the rule does not lean on that
+            continue
+        if computation_args[i].is_leaf:
+            raise RuntimeError(
+                f"thunder_ext.jit: {what}, which is a leaf that requires grad, so nothing was run: {LEAF_ERROR}"
+            )
+        raise ArgumentWriteGradientError(
+            f"thunder_ext.jit: {what}, which requires grad: eager makes the write part of its autograd history, but "
+            "thunder 0.2.6 would give its value before the write no gradient, so nothing was run. Write into a "
+            "clone taken inside the function, or call it under torch.no_grad() where no gradient is wanted."
+        )
 
 
-check_no_leaf_written = _check_operator(_check_no_leaf_written)
+check_written_arguments_need_no_grad = _check_operator(_check_written_arguments_need_no_grad)

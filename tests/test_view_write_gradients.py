@@ -293,6 +293,39 @@ def test_a_differentiated_write_through_a_view_gets_eagers_gradient(fn, make_arg
     assert_gradients_match_eager(fn, *args)
 
 
+def diagonal_divided_by_a_computed_0d(a, y):
+    x = a + 1
+    x.diagonal().div_(y[0].abs() + 1)
+    return x * 2
+
+
+def row_times_a_sum(a, y):
+    x = a * 1.5
+    x[0].mul_(y.sum())
+    return x
+
+
+def times_an_element(a, y):  # no write: thunder 0.2.6's own rules, a 0-d value broadcast
+    return a * y[1] - y.sum() / a.exp()
+
+
+def plus_its_own_sum(a, y):  # stock thunder: a's gradient 3 + 1 where eager's is 3 + 9
+    return a * 3 + a.sum() + y.sum()
+
+
+def less_its_own_mean(a, y):  # stock thunder fails: "the number of sizes provided (1) must be greater or equal..."
+    return a - a.mean() * y[0]
+
+
+@pytest.mark.parametrize(
+    "fn", [diagonal_divided_by_a_computed_0d, row_times_a_sum, times_an_element, plus_its_own_sum, less_its_own_mean]
+)
+def test_a_0d_value_the_function_computes_gets_its_gradient_summed_where_it_broadcasts(fn):
+    # stock thunder 0.2.6 puts the broadcast gradient unreduced: expand(torch.FloatTensor{[1, 3]}, size=[1])
+    torch.manual_seed(0)
+    assert_gradients_match_eager(fn, torch.randn(3, 3, requires_grad=True), torch.randn(2, requires_grad=True))
+
+
 def test_the_issues_example_gives_eagers_numbers():
     # docs/design.md recorded a.grad [2, 2, 2] and y.grad 0 before the rewrite; eager's are these
     a, y = torch.tensor([1.0, 2.0, 3.0], requires_grad=True), torch.tensor(3.0, requires_grad=True)

@@ -52,6 +52,7 @@ from thunder_ext.primitive import CopyToOutError, copy_to_out_  # noqa: E402
 from thunder_ext.thunder026 import adapt_thunder  # noqa: E402
 from thunder_ext.transforms import (  # noqa: E402
     AliasedArgumentsError,
+    ArgumentWriteGradientError,
     InplaceDecision,
     InplaceOrderingError,
     InplaceTransform,
@@ -63,6 +64,7 @@ from thunder_ext.transforms import (  # noqa: E402
 __all__ = [
     "adapt_thunder",
     "AliasedArgumentsError",
+    "ArgumentWriteGradientError",
     "CopyToOutError",
     "DefaultExecutorsRecipe",
     "GrowingKVCache",

@@ -4,7 +4,7 @@
 Passes over thunder traces: write functionalization (differentiated writes through views scattered into their
 base first), the aliasing checker, buffer reuse, the aliased-arguments guard, and the Transform wiring them."""
 
-from thunder_ext.executors.checks import NonDenseWriteError
+from thunder_ext.executors.checks import ArgumentWriteGradientError, NonDenseWriteError
 from thunder_ext.transforms.aliased_arguments import AliasedArgumentsError, refuse_unrepresentable_aliased_arguments
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.prove_inplace import (
@@ -19,6 +19,7 @@ from thunder_ext.transforms.view_writes import ViewWriteGradientError, scatter_w
 
 __all__ = [
     "AliasedArgumentsError",
+    "ArgumentWriteGradientError",
     "InplaceDecision",
     "InplaceOrderingError",
     "InplaceTransform",

@@ -45,10 +45,11 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    ``computed`` (``thunder_ext.primitive``), unless its target shares storage with an argument that
    requires grad: eager rebases such a tensor's autograd history in place, which a traced function
    cannot do for its caller, so that write stays thunder's own op, reported as a copy
-   (``gradients.differentiated_writes_left_to_thunder``; a leaf among such arguments is refused before anything
-   runs, ``transforms/leaf_writes.py``). A write traced without grad of a value that thunder
-   differentiates (``y = x * 2; with torch.no_grad(): buf.copy_(y)``) lands at once: its readers read
-   the write's constant result, not ``y`` (``cuts_the_gradient``), as eager's ``buf`` holds no graph. A
+   (``gradients.differentiated_writes_left_to_thunder``; the prologue refuses the call before anything
+   runs, ``transforms/grad_argument_writes.py``: thunder 0.2.6 loses a non-leaf's old value's gradient).
+   A write traced without grad of a value that thunder differentiates (``y = x * 2; with torch.no_grad():
+   buf.copy_(y)``) lands at once: its readers read the write's constant result, not ``y``
+   (``cuts_the_gradient``), as eager's ``buf`` holds no graph. A
    differentiated write whose new value reads nothing of the old one (``x = a * 2; x.copy_(y)``) reads the old
    value too, with a zero gradient (``traced.keeping_history``), where thunder differentiates that old value
    (``gradients.overwrites_of_differentiated_values``): eager's graph keeps its history behind the write, so

@@ -6,7 +6,7 @@ the old one of a storage that holds one) writes one (``writes_of_differentiated_
 write takes one of three forms:
 
 - into storage that an argument requiring grad shares: thunder's own (``left_to_thunder``): functionalization
-  keeps it as thunder's op (``functionalize`` rule 5), the prologue refuses it into a leaf (``leaf_writes``), and
+  keeps it as thunder's op (``functionalize`` rule 5), the prologue refuses the call (``grad_argument_writes``), and
   the checker reports thunder's copy as thunder's (``prove_inplace``, asking ``grad_argument_sharing``);
 - into a storage whose writes thunder's form would differentiate wrongly (an intermediate's that a view makes
   observable, an argument's requiring no grad (``written_by_autodiff_as_traced`` false) read past its last

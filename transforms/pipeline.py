@@ -31,7 +31,7 @@ from thunder_ext.transforms.aliasing_as_traced import keep_written_storage_alias
 from thunder_ext.transforms.argument_containers import guard_argument_containers
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.gradient_zeros import give_zeros_their_prims
-from thunder_ext.transforms.leaf_writes import refuse_differentiated_writes_into_leaves
+from thunder_ext.transforms.grad_argument_writes import refuse_differentiated_writes_into_arguments
 from thunder_ext.transforms.narrow_as_slice import trace_narrows_as_slices
 from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
@@ -77,7 +77,7 @@ PIPELINE: tuple[Stage, ...] = (
     Stage(Hook.PROLOGUE, guard_argument_containers),
     Stage(Hook.PROLOGUE, refuse_unrepresentable_aliased_arguments),
     Stage(Hook.PROLOGUE, refuse_arguments_sharing_written_state),
-    Stage(Hook.PROLOGUE, refuse_differentiated_writes_into_leaves),
+    Stage(Hook.PROLOGUE, refuse_differentiated_writes_into_arguments),
     Stage(Hook.COMPUTATION, trace_narrows_as_slices),
     Stage(Hook.COMPUTATION, scatter_writes_through_views),
     Stage(Hook.COMPUTATION, functionalize_writes),

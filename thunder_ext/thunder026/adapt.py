@@ -10,7 +10,7 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**Five changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
+**Six changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
 ``InplaceTransform`` is: ``thunder026/scope.py``); stock ``thunder.jit`` in the same process does and says what it
 did before.
 
@@ -25,6 +25,9 @@ did before.
   eager's ``AssertionError`` (``thunder_ext.thunder026.tensor_asserts``): the interpreter's handlers of conditional
   jumps are wrapped. Any other branch on a tensor's value fails as before, naming the user's line and
   ``thunder_ext.thunderfx``, which runs it.
+- The gradient of a 0-d tensor the function computes, where it broadcasts (``a * y.sum()``,
+  ``x.diagonal().div_(y[0] + 1)``), is summed to its shape (``thunder_ext.thunder026.zero_dim_gradients``): thunder
+  sums it for 0-d inputs only, and its backward failed (``expand(torch.FloatTensor{[1, 3]}, size=[1])``).
 - The lists, tuples and dicts of the call thunder traces are kept (``thunder_ext.thunder026.traced_call``), for the
   prologue check that a later call holds the same (``transforms/argument_containers.py``): thunder's checks only
   ``args`` and ``kwargs`` themselves.
@@ -94,7 +97,14 @@ from thunder.torch.langctx import _method_name_to_fn_map, register_method
 
 from thunder_ext.hooks import HOOKS
 from thunder_ext.inplace_errors import naming_errors
-from thunder_ext.thunder026 import alias_updates, block_replay, constraints, rematerialization, traced_call
+from thunder_ext.thunder026 import (
+    alias_updates,
+    block_replay,
+    constraints,
+    rematerialization,
+    traced_call,
+    zero_dim_gradients,
+)
 from thunder_ext.thunder026.foreach import FOREACH
 from thunder_ext.thunder026.scope import compiling_with_extension
 from thunder_ext.thunder026.tensor_asserts import JUMPS, checking_tensor_asserts
@@ -139,6 +149,7 @@ def _adapt_once() -> None:
     rematerialization.install()  # no pinned op recomputed; a region recomputing an op receives none of its outputs
     constraints.install()  # the same prologue checks, found without a quadratic scan
     traced_call.install()  # the traced call's lists, tuples and dicts kept, in the extension's compilations only
+    zero_dim_gradients.install()  # a 0-d tensor's gradient summed to its shape, in the extension's compilations
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
 

@@ -30,8 +30,9 @@ class ExtensionTransform(Transform):
 
 def extension_transform() -> ExtensionTransform | None:
     """The ``ExtensionTransform`` of the compilation thunder is tracing now, if it has one."""
-    cd = get_compile_data()
-    return None if cd is None else next((t for t in cd.transforms if isinstance(t, ExtensionTransform)), None)
+    # thunder.dynamo's splitter checks each node under a CompileData made without ``transforms``
+    transforms = getattr(get_compile_data(), "transforms", ())
+    return next((t for t in transforms if isinstance(t, ExtensionTransform)), None)
 
 
 def compiling_with_extension() -> bool:
