@@ -364,3 +364,25 @@ def test_the_prologue_checks_are_thunders_list_without_its_quadratic_scan():
     assert len(ours._constraints) == 6  # (check, a), (check, b), (other, a), (check, a, 1), (check, a, [1]), [2]
     thunder_ext.adapt_thunder()
     assert jit_ext.JitCtx.add_constraint is constraints.add_constraint
+
+
+@pytest.mark.executor_sets("defaults")  # a data structure of thunder's interpreter: nothing compiled
+def test_the_interpreter_decodes_each_code_object_once_and_as_dis_does():
+    import dis
+
+    from thunder.core import interpreter
+
+    def f(x, k=2):
+        return x * k
+
+    def g(x, k=2):  # the same body on other lines: its own instructions
+        return x * k
+
+    thunder_ext.adapt_thunder()
+    decoded = interpreter.dis.get_instructions(f.__code__)
+    assert decoded == tuple(dis.get_instructions(f.__code__))
+    assert interpreter.dis.get_instructions(f.__code__) is decoded  # once
+    assert [i.positions for i in interpreter.dis.get_instructions(g.__code__)] != [i.positions for i in decoded]
+    assert interpreter.dis.opmap is dis.opmap  # the rest is dis
+    jf = thunder.jit(f)
+    assert torch.equal(jf(torch.ones(2)), torch.full((2,), 2.0))

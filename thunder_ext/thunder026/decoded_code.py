@@ -1,0 +1,43 @@
+"""The interpreter decodes each code object's instructions once, not at every call it interprets.
+
+thunder 0.2.6's ``_run_frame`` calls ``dis.get_instructions(frame.code)`` for every frame it runs: every call of a
+function, and every global and subscript it reads, which it interprets as a call of a small lambda. Decoding was
+8% of the time to compile an HF decoder of 3 layers through the recipe (py-spy, 2026-11-28). Here the interpreter's
+``dis`` is the standard module but for ``get_instructions`` of a code object alone, which returns the tuple it
+decoded the first time for that very object (by identity: two equal code objects may differ in their lines). The
+instructions are immutable named tuples, so sharing them changes nothing. Installed by ``adapt_thunder`` for every
+compilation: it changes no trace, only its cost.
+
+Retired by: thunder caching a code object's instructions.
+"""
+
+from __future__ import annotations
+
+import dis
+from types import CodeType
+from typing import Any
+
+from thunder.core import interpreter
+
+
+class _DecodingOnce:
+    """``dis`` as ``thunder.core.interpreter`` sees it."""
+
+    def __init__(self) -> None:
+        # id -> (the code, its instructions): keeping the code alive keeps its id its own
+        self._decoded: dict[int, tuple[CodeType, tuple[dis.Instruction, ...]]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(dis, name)
+
+    def get_instructions(self, x: Any, **kwargs: Any):
+        if kwargs or not isinstance(x, CodeType):
+            return dis.get_instructions(x, **kwargs)
+        if (known := self._decoded.get(id(x))) is None:
+            known = self._decoded[id(x)] = (x, tuple(dis.get_instructions(x)))
+        return known[1]
+
+
+def install() -> None:
+    if not isinstance(interpreter.dis, _DecodingOnce):
+        interpreter.dis = _DecodingOnce()
