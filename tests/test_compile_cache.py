@@ -201,8 +201,9 @@ def test_the_file_holds_no_tensor_data_only_programs_and_names(cold):
     project, _ = cold
     (path,) = entry_files(project)
     payload = store.read(path)[0].payload
-    assert set(payload) == {"key", "describe", "depends_on", "programs", "guard", "decisions", "decision_files",
-                            "return_none_instead_of_grads"}  # fmt: skip
+    assert set(payload) == {"key", "describe", "depends_on", "state", "programs", "guard", "decisions",
+                            "decision_files", "return_none_instead_of_grads"}  # fmt: skip
+    assert len(payload["state"]) == 64  # a digest, of no tensor's data (compile_cache/state.py)
     assert payload["guard"] is None  # thunder_ext.jit prunes no check of the prologue
     assert "def computation(" in payload["programs"]["computation"]["text"] and payload["programs"]["backward"]
 
@@ -436,7 +437,7 @@ def test_a_saved_entry_reads_back_whole_and_any_changed_byte_is_refused(tmp_path
     assert store.read(saved.path)[0].payload == {"a": [1, 2]}
     assert stat.S_IMODE(saved.path.stat().st_mode) == 0o600 and stat.S_IMODE((tmp_path / "k").stat().st_mode) == 0o700
     data = saved.path.read_bytes()
-    for broken in (data[:-1], data.replace(b"[1, 2]", b"[3, 2]"), b"", data.replace(b"cache 1 ", b"cache 2 ")):
+    for broken in (data[:-1], data.replace(b"[1, 2]", b"[3, 2]"), b"", data.replace(f"cache {store.FORMAT} ".encode(), f"cache {store.FORMAT + 1} ".encode())):
         saved.path.write_bytes(broken)
         assert store.read(saved.path)[0] is None
 
@@ -497,3 +498,127 @@ def test_the_command_lists_the_entries_and_clears_them(tmp_path, monkeypatch, ca
     cache.main(["clear"])
     assert capsys.readouterr().out == f"removed 2 entries from {tmp_path}\n"
     assert store.every_entry() == [] and list(tmp_path.iterdir()) == []
+
+
+# The Python state a compilation read (``compile_cache/state.py``): for each case, process A compiles one object
+# and saves it; process B, over the same folder, compiles an object that differs from A's in one value the traced
+# code read and that thunder's prologue does not check. B must give eager's output (a load would run A's program);
+# "same" differs in nothing, and must load.
+STATE_RUNNER = '''
+import functools, json, logging, os, sys
+import torch, thunder_ext
+import litgpt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import values_under_test
+
+B = json.loads(sys.argv[1])["mode"] == "B"
+K = 3.0 if B else 2.0
+
+
+def with_default(x, k=K):  # a default computed at import
+    return x * k
+
+
+def times_a_value(x):  # a number returned by a helper module's function
+    return x * values_under_test.value()
+
+
+lam_a = lambda x: x + 1  # noqa: E731  two lambdas of one file
+lam_b = lambda x: x * 2  # noqa: E731
+
+
+def factory(fn):
+    def closed(x):
+        return fn(x) * 2
+    return closed
+
+
+def mul(x, k):
+    return x * k
+
+
+def sub(x, k):
+    return x - k
+
+
+class WithFn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.lin, self.fn = torch.nn.Linear(4, 4), fn
+
+    def forward(self, x):
+        return self.fn(self.lin(x))
+
+
+def gpt(**kw):
+    config = litgpt.Config(block_size=16, vocab_size=32, padded_vocab_size=32, n_layer=kw.pop("n_layer", 1), n_head=2,
+                           n_embd=16, n_query_groups=1, **kw)
+    return litgpt.GPT(config)
+
+
+def step(ps, gs):
+    for p, g in zip(ps, gs):
+        p.add_(g, alpha=-0.1)
+    return ps[0] * 1
+
+
+def hooked():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    if B:
+        m.register_forward_hook(lambda module, args, out: out * 2)
+    return m
+
+
+CASES = {
+    "litgpt depth": lambda: (gpt(n_layer=2 if B else 1), torch.tensor([[1, 2, 3]])),
+    "litgpt softcapping": lambda: (gpt(attention_logit_softcapping=2.0 if B else None), torch.tensor([[1, 2, 3]])),
+    "litgpt final softcapping": lambda: (gpt(final_logit_softcapping=1.0 if B else None), torch.tensor([[1, 2, 3]])),
+    "a default": lambda: (with_default, torch.ones(4)),
+    "a helper's number": lambda: (times_a_value, torch.ones(4)),
+    "a lambda": lambda: (lam_b if B else lam_a, torch.ones(4)),
+    "a closure's cell": lambda: (factory(torch.tanh if B else torch.relu), torch.randn(4)),
+    "a partial's function": lambda: (functools.partial(sub if B else mul, k=2.0), torch.ones(4)),
+    "an activation": lambda: (torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Sigmoid() if B else torch.nn.Tanh()),
+                              torch.randn(2, 4)),
+    "a function attribute": lambda: (WithFn(torch.sigmoid if B else torch.relu), torch.randn(2, 4)),
+    "a hook": lambda: (hooked(), torch.randn(2, 4)),
+    "a list's length": lambda: (step, [[torch.ones(3) for _ in range(4 if B else 2)], [torch.ones(3)] * (4 if B else 2)]),
+    "same": lambda: (torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()), torch.randn(2, 4)),
+}
+
+logs = []
+handler = logging.Handler()
+handler.emit = lambda record: logs.append(record.getMessage())
+logging.getLogger("thunder_ext").addHandler(handler)
+report = {}
+for name, make in CASES.items():
+    torch.manual_seed(0)
+    fn, x = make()
+    args = x if isinstance(x, list) else [x]
+    copies = [[[t.clone() for t in a] if isinstance(a, list) else a.clone() for a in args] for _ in range(2)]
+    with torch.no_grad():
+        want = fn(*copies[0])
+        jitted = thunder_ext.jit(fn, compile_cache=True)
+        del logs[:]
+        got = jitted(*copies[1])
+    report[name] = {"equal": bool(torch.allclose(got, want)) and str(copies[0]) == str(copies[1]),
+                    "loads": thunder_ext.cache_loads(jitted), "saved": any("saved to the compile cache" in m for m in logs),
+                    "logs": list(logs)}
+print(json.dumps(report))
+'''
+
+
+def test_an_entry_runs_only_for_an_object_whose_python_state_is_the_one_it_compiled_for(project):
+    (project / "state_runner.py").write_text(STATE_RUNNER)
+    values = project / "values_under_test.py"
+    values.write_text("def value():\n    return 2.0\n")
+    a = run(project, "state_runner.py", mode="A")
+    # an object of A equal to an earlier one loads its entry (the litgpt cases but depth; "same" and "an activation")
+    assert all(r["equal"] and (r["saved"] or r["loads"]) for r in a.values()), a
+    values.write_text("def value():\n    return 3.0\n")
+    b = run(project, "state_runner.py", mode="B")
+    wrong = {name: r["logs"] for name, r in b.items() if not r["equal"]}
+    assert not wrong, wrong  # each would have run A's program
+    assert b["same"]["loads"] == 1, b["same"]["logs"]
+    assert not [name for name, r in b.items() if r["loads"] and name != "same"]

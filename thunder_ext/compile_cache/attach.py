@@ -2,7 +2,9 @@
 
 Loaded entries join thunder's own list of entries, where thunder tries them as it tries those it compiled: the
 first whose prologue accepts the call runs. So an entry runs only for a call its prologue accepts, in a process
-whose key and code files (``compile_cache/key.py``) equal those it was compiled with; everything else compiles.
+whose key and code files (``compile_cache/key.py``) equal those it was compiled with, where the Python state the
+compiled object reaches has the digest it had when the entry compiled (``compile_cache/state.py``, checked at the
+first call the entry would take); everything else compiles.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 import weakref
 from collections.abc import Callable
@@ -21,6 +24,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from thunder_ext.compile_cache import store
 from thunder_ext.compile_cache.key import changed_source, depends_on, file_now, key_of, source_names
+from thunder_ext.compile_cache.state import state_digest
 from thunder_ext.thunder026.cache_entries import (
     ROLES,
     NotStorable,
@@ -33,6 +37,7 @@ from thunder_ext.thunder026.cache_entries import (
     rebuilt_entry,
     try_first,
 )
+from thunder_ext.thunder026.interpreted_code import files_interpreted
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 log = logging.getLogger("thunder_ext")
@@ -152,7 +157,7 @@ class _Cache:
         if transform is not None and traces["computation"]:
             decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
             transform.decisions[traces["computation"][0]] = decisions
-        first_use = _FirstUse(entry.prologue_fn, guard, self, stored.path, payload["describe"], start)
+        first_use = _FirstUse(entry.prologue_fn, guard, payload["state"], self, stored.path, payload["describe"], start)
         return entry._replace(prologue_fn=first_use)
 
     def save(self, entry) -> None:
@@ -163,10 +168,14 @@ class _Cache:
             programs, guard = programs_of(entry, cd.fn), guard_of(entry, cd.fn)
             decisions = _decisions(cd, entry)
             traced = {b.source_filename for b in entry.computation_traces[0].bound_symbols if b.source_filename}
+            # and every file whose code the interpreter ran, a helper that returned a number included; code made at
+            # run time (a dataclass's __init__, "<string>") has no file, and is in the state's digest where it counts
+            traced |= {f for f in files_interpreted(cd) if os.path.isfile(f)}
             payload = {
                 "key": self.fields,
                 "describe": name,
                 "depends_on": depends_on(self.fields, traced, programs),
+                "state": state_digest(cd.fn),  # as the call that compiled found it: nothing of it has run yet
                 "programs": {r: None if p is None else dataclasses.asdict(p) for r, p in programs.items()},
                 "guard": None if guard is None else dataclasses.asdict(guard),
                 "decisions": [dataclasses.asdict(d) for d in decisions],
@@ -226,23 +235,29 @@ def _comparable(payload: dict) -> dict:
 
 
 class _FirstUse:
-    """A loaded entry's prologue, which logs the first call it accepts and marks the entry used. Where the entry's
-    prologue had checks pruned, every one of them (``guard``) must accept that first call too: the entry is then
-    taken for this process's module, as it was for the one it was compiled for."""
+    """A loaded entry's prologue, which logs the first call it accepts and marks the entry used. That first call
+    must find the compiled object's Python state as the entry's compilation found it (``state``), and where the
+    entry's prologue had checks pruned, every one of them (``guard``) must accept it too: the entry is then taken
+    for this process's object, as it was for the one it was compiled for. Later calls are thunder's to check, as
+    for an entry compiled here."""
 
-    def __init__(self, prologue: Callable, guard: Callable | None, cache: _Cache, path: Path, name: str,
+    def __init__(self, prologue: Callable, guard: Callable | None, state: str, cache: _Cache, path: Path, name: str,
                  start: float) -> None:  # fmt: skip
-        self.prologue, self.guard, self.cache, self.path, self.name = prologue, guard, cache, path, name
+        self.prologue, self.guard, self.state, self.cache = prologue, guard, state, cache
+        self.path, self.name = path, name
         self.seconds = time.perf_counter() - start  # to read and rebuild the entry
         self.used = False
 
     def __call__(self, *args, **kwargs):
-        if not self.used and self.guard is not None:
-            self.guard(*args, **kwargs)  # raises where a check fails: thunder then tries another entry, or compiles
-        result = self.prologue(*args, **kwargs)
+        result = self.prologue(*args, **kwargs)  # first: the cheap checks, on every call thunder tries this entry for
         if not self.used:
-            self.used = True
+            # each raises where the call is not the entry's: thunder then tries another entry, or compiles
             jitted = self.cache.jitted()
+            if state_digest(thunder.compile_data(jitted).fn) != self.state:
+                raise ValueError(f"{self.name}: the compiled object's Python state is not the entry's")
+            if self.guard is not None:
+                self.guard(*args, **kwargs)
+            self.used = True
             try_first(jitted, self)  # loaded entries were put where thunder tries them last
             self.cache.loads += 1
             # thunder counts a hit once this prologue returns; a load is counted as a compilation

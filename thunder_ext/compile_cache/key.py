@@ -10,8 +10,12 @@ cache info (grad mode, default dtype and device, autocast). What no prologue che
 - what is compiled: the module's class, or the function;
 - the executors, by name and version, in order; each transform, by its class and options; thunder's options;
 - the code: the files of the module's classes and their methods, or of the function;
-- and, for each entry, the other files its trace came from (of the lines its ops were traced at, and of each
-  function its programs call), checked again when the entry is loaded (``changed_source``).
+- and, for each entry, the other files its trace came from (of the lines its ops were traced at, of every code
+  object the interpreter ran, and of each function its programs call), checked again when the entry is loaded
+  (``changed_source``).
+
+What neither the key nor the prologue names, the Python values the traced code read (a ``None``, a length, a
+closure's cell), is the state's digest, which each entry holds (``compile_cache/state.py``).
 
 A file is named by the module that runs from it, with a digest of its content: a later process checks the file it
 would run, wherever that lies (another checkout of the same package). The first five are the key (``key_of``): a

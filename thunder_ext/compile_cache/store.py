@@ -41,7 +41,7 @@ from pathlib import Path
 
 log = logging.getLogger("thunder_ext")
 
-FORMAT = 1
+FORMAT = 2  # 2: each entry holds the digest of the compiled object's state (compile_cache/state.py)
 _HEADER = f"thunder_ext compile cache {FORMAT} sha256="
 _SUFFIX = ".entry"
 DEFAULT_MAX_MB = 1024

@@ -71,7 +71,7 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
 once (``block_replay``), which acts in the extension's compilations that ask for it and interprets every call as
 thunder does elsewhere; the interpreter's prologue checks, kept in the same list but found without comparing
 each new one with all before it (``constraints``); and each code object's instructions, decoded once, not at
-every call interpreted (``decoded_code``).
+every call interpreted (``interpreted_code``).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ from thunder_ext.thunder026 import (
     alias_updates,
     block_replay,
     constraints,
-    decoded_code,
+    interpreted_code,
     rematerialization,
     traced_call,
     zero_dim_gradients,
@@ -150,7 +150,7 @@ def _adapt_once() -> None:
     block_replay.install()  # acts in the extension's compilations that ask for it only
     rematerialization.install()  # no pinned op recomputed; a region recomputing an op receives none of its outputs
     constraints.install()  # the same prologue checks, found without a quadratic scan
-    decoded_code.install()  # a code object's instructions decoded once
+    interpreted_code.install()  # a code object's instructions decoded once; the files of a compilation's code
     traced_call.install()  # the traced call's lists, tuples and dicts kept, in the extension's compilations only
     zero_dim_gradients.install()  # a 0-d tensor's gradient summed to its shape, in the extension's compilations
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)

@@ -1,23 +1,35 @@
-"""The interpreter decodes each code object's instructions once, not at every call it interprets.
+"""The code thunder's interpreter runs: each code object's instructions decoded once, and the files it came from.
 
 thunder 0.2.6's ``_run_frame`` calls ``dis.get_instructions(frame.code)`` for every frame it runs: every call of a
 function, and every global and subscript it reads, which it interprets as a call of a small lambda. Decoding was
 8% of the time to compile an HF decoder of 3 layers through the recipe (py-spy, 2026-11-28). Here the interpreter's
 ``dis`` is the standard module but for ``get_instructions`` of a code object alone, which returns the tuple it
 decoded the first time for that very object (by identity: two equal code objects may differ in their lines). The
-instructions are immutable named tuples, so sharing them changes nothing. Installed by ``adapt_thunder`` for every
-compilation: it changes no trace, only its cost.
+instructions are immutable named tuples, so sharing them changes nothing.
 
-Retired by: thunder caching a code object's instructions.
+The same call names every frame the interpreter runs, so it also notes, per compilation (thunder's compile data),
+the file of each: ``files_interpreted``. The compile cache depends on them all (``compile_cache/key.py``), a helper
+that only returns a number included. Installed by ``adapt_thunder`` for every compilation: it changes no trace.
+
+Retired by: thunder caching a code object's instructions, and listing the code a trace came from.
 """
 
 from __future__ import annotations
 
 import dis
+import weakref
 from types import CodeType
 from typing import Any
 
 from thunder.core import interpreter
+from thunder.core.compile_data import get_compile_data
+
+_FILES: weakref.WeakKeyDictionary[object, set[str]] = weakref.WeakKeyDictionary()  # compile data -> files
+
+
+def files_interpreted(cd: object) -> set[str]:
+    """The files of every code object the interpreter ran for ``cd``'s compilations so far."""
+    return set(_FILES.get(cd, ()))
 
 
 class _DecodingOnce:
@@ -33,6 +45,8 @@ class _DecodingOnce:
     def get_instructions(self, x: Any, **kwargs: Any):
         if kwargs or not isinstance(x, CodeType):
             return dis.get_instructions(x, **kwargs)
+        if (cd := get_compile_data()) is not None:
+            _FILES.setdefault(cd, set()).add(x.co_filename)
         if (known := self._decoded.get(id(x))) is None:
             known = self._decoded[id(x)] = (x, tuple(dis.get_instructions(x)))
         return known[1]
