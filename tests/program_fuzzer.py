@@ -60,6 +60,8 @@ REFUSALS = [
     Refusal("aliased-position-on-another-argument", RuntimeError,
             r"^(index dtype=.* was not an integer dtype|Expected pred to be a tensor with dtype bool|Expected dtype )", True),
     Refusal("aliased-position-past-the-arguments", IndexError, r"^list index out of range$", True),
+    Refusal("aliased-with-a-global", thunder_ext.AliasedArgumentsError,
+            r"shares storage with a tensor the function takes from elsewhere", False),
 ]  # fmt: skip
 
 
@@ -355,6 +357,22 @@ def check_documented_refusal(error: Exception, fn, args: list, jit_args: list) -
         assert_close(a, before, msg=lambda m: f"argument {i} was written by a failed call: {m}")
 
 
+class ReadingState(torch.nn.Module):
+    """A program as a module's forward, one of whose arguments is the module's own buffer ``s`` (``m(m.s)``, and
+    the other arguments made as views of it view it): the class of issue 60's item 5. The forward reads ``s``
+    before the program and after it, so that each read must order against the program's writes into the argument
+    as a read of the argument would."""
+
+    def __init__(self, program, state: torch.Tensor) -> None:
+        super().__init__()
+        self.program = program
+        self.register_buffer("s", state)  # the tensor itself, not a copy
+
+    def forward(self, *args):
+        before = self.s.sum(0)
+        return (before, *self.program(*args), self.s * 1)
+
+
 GRAD_MODES = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
 
 
@@ -472,6 +490,7 @@ def check_against_eager(
     fusion: type[Transform] | None = None,
     grad: GradSetting | None = None,
     device: torch.device = DEVICE,
+    state: bool = False,
 ) -> None:
     """Outputs and every argument after the call match eager. Where arguments alias, the call may
     instead fail with one of the refusals docs/bad_input.md lists (``REFUSALS``), with every input
@@ -484,16 +503,22 @@ def check_against_eager(
     ``grad``: the arguments it names require grad and both runs are under its grad mode; where eager's
     outputs are differentiable, the gradients of their sum match eager's too. A program eager refuses (a
     write into a leaf that requires grad) is discarded, and what stock thunder cannot differentiate either
-    may fail as it fails. ``device``: where the arguments are made."""
+    may fail as it fails. ``device``: where the arguments are made. ``state``: the program runs as the forward of a
+    module whose buffer is its first argument (``ReadingState``); the call may then be refused as
+    ``aliased-with-a-global``, where a write meets the buffer."""
     grad = grad or GradSetting("grad", ())
     fn, make_args = program.load()
     with device:
         args = make_args()
     eager_args, jit_args = _with_grad(clone_args(args), grad), _with_grad(clone_args(args), grad)
+    if state:  # the first argument is never a view (``programs``): the buffer, which the others may view
+        eager_fn, jit_fn = ReadingState(fn, eager_args[0]), ReadingState(fn, jit_args[0])
+    else:
+        eager_fn = jit_fn = fn
     mode = GRAD_MODES[grad.mode]
     try:
         with mode(), _RefusingPartialOverlap():
-            expected = fn(*eager_args)
+            expected = eager_fn(*eager_args)
         differentiable = [i for i, o in enumerate(expected) if isinstance(o, torch.Tensor) and o.requires_grad]
         _differentiate(expected, differentiable)
     except RuntimeError:
@@ -501,7 +526,7 @@ def check_against_eager(
     try:
         transforms = [(scheduler or program.scheduler)(), *([fusion()] if fusion else [])]
         with mode():
-            actual = thunder_ext.jit(fn, transforms=transforms)(*jit_args)
+            actual = thunder_ext.jit(jit_fn, transforms=transforms)(*jit_args)
         _differentiate(actual, differentiable)
     except Exception as error:
         if (
@@ -513,7 +538,7 @@ def check_against_eager(
             )
         ):
             return  # what thunder 0.2.6 cannot differentiate, as stock thunder.jit cannot
-        if not aliased(args):
+        if not (aliased(args) or state):
             raise
         check_documented_refusal(error, fn, args, jit_args)
         return

@@ -52,6 +52,7 @@ EXAMPLES = int(os.environ.get("THUNDER_EXT_FUZZ_EXAMPLES", "200"))
 REGRESSIONS = Path(__file__).parent / "fuzz_regressions"
 FAKE_NVFUSER_REGRESSIONS = REGRESSIONS / "fake_nvfuser"
 GRAD_REGRESSIONS = REGRESSIONS / "requires_grad"
+STATE_REGRESSIONS = REGRESSIONS / "module_state"  # found with the first argument a module's buffer
 # found on a GPU (THUNDER_EXT_FUZZ_DEVICE=cuda, nvFuser's regions), with or without a grad setting; replayed there only
 CUDA_REGRESSIONS = REGRESSIONS / "cuda"
 _UNSHRUNK: dict[Path, Path] = {}  # per folder, the first failing program of this run, saved as soon as it failed
@@ -97,6 +98,16 @@ def test_random_inplace_programs_match_eager_with_inputs_that_require_grad(execu
         # saved with the setting as its first line, so that test_regression_with_inputs_that_require_grad replays it
         headed = Program(setting.header() + program.source)
         _check_keeping_failures(headed, GRAD_REGRESSIONS, grad=setting)
+
+    run()
+
+
+def test_random_inplace_programs_match_eager_with_a_modules_buffer_as_an_argument(executor_set: str):
+    # issue 60, item 5: m(m.s), and arguments that view it; a quarter as many (CI time)
+    @settings(FUZZ, max_examples=_examples(executor_set, max(EXAMPLES // 4, 1)))
+    @given(programs())
+    def run(program: Program):
+        _check_keeping_failures(program, STATE_REGRESSIONS, state=True)
 
     run()
 
@@ -200,6 +211,13 @@ def test_regression_with_inputs_that_require_grad(
     source = path.read_text()
     _mark_if_known_failure_under(source, executor_set, request, scheduler)
     check_against_eager(Program(source), scheduler, grad=GradSetting.of(source))
+
+
+@pytest.mark.parametrize("path", sorted(STATE_REGRESSIONS.glob("*.py")), ids=lambda p: p.stem)
+def test_regression_with_a_modules_buffer_as_an_argument(path: Path, executor_set: str, request):
+    source = path.read_text()
+    _mark_if_known_failure_under(source, executor_set, request)
+    check_against_eager(Program(source), state=True)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
