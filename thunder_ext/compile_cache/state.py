@@ -10,16 +10,17 @@ Rule: an entry is saved with the digest of everything reachable from what was co
 (before the call ran), and a loaded entry runs for a call only where the digest taken at that call is equal
 (``compile_cache/attach.py``). What is reached:
 
-- a module tree: each module's class and every entry of its ``__dict__`` (its children, hooks, flags, configs);
-- an object of a class of Python's: its class and its ``__dict__`` (and ``__slots__``); containers by their items
-  in order; dataclasses alike;
+- a module tree: each module's class and every entry of its ``__dict__`` (its children, configs, flags, and hooks,
+  keyed by their order, not by their handles' ids, which count the process's hooks);
+- an object: its class and its ``__dict__`` (and ``__slots__``); containers by their items in order; dataclasses
+  alike; a class of the user's: everything it defines, methods as functions; a module of the user's: its attributes;
 - a function: its code (bytecode, constants, names; not its file or lines), its closure's cells, its defaults, and
-  each global its code names; a bound method: its object and its function; ``functools.partial``: its function,
-  arguments and keywords;
+  each global its code names (every global, where it calls ``globals()`` or ``vars()``); a bound method: its object
+  and its function; ``functools.partial``: its function, arguments and keywords;
 - a tensor: that it is one (and a ``Parameter`` or not); its metadata is the prologue's to check, so a cache that
   grows does not change the digest;
-- by name alone, what the key or the versions pin: a module, a class, a function of a file of an installed
-  package (``site-packages``) or of Python's own library, a builtin; and dtypes, devices, enums, numbers, strings.
+- by name alone, what the key or the versions pin: a module, class or function of a file of an installed package
+  (``site-packages``) or of Python's own library, a builtin; and dtypes, devices, enums, numbers, strings.
 
 Anything else (an object with no ``__dict__`` that is none of these) raises ``NotStorable``: the compilation is not
 saved, and the log says which attribute. So two objects of equal digests run the same Python on the same values,
@@ -34,6 +35,7 @@ import functools
 import hashlib
 import sys
 import sysconfig
+import threading
 import types
 from collections.abc import Iterator
 
@@ -44,6 +46,8 @@ from thunder_ext.thunder026.cache_entries import NotStorable
 _PRIMITIVE = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
 _BY_NAME = (types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType, types.WrapperDescriptorType,
             types.MethodDescriptorType, types.MethodWrapperType, torch.dtype, torch.device, torch.layout)  # fmt: skip
+# a lock's state (held or not) steers no traced code, and its repr names its owner: by its type alone
+_BY_TYPE = (type(threading.Lock()), type(threading.RLock()))
 _LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
@@ -55,12 +59,13 @@ def state_digest(obj: object) -> str:
     return digest.hexdigest()
 
 
-def _in_library(obj: types.FunctionType | type) -> bool:
-    """Whether ``obj``'s code lies in an installed package or Python's library, which the versions and the key's
-    files pin: named, not digested."""
-    if isinstance(obj, type):
-        module = sys.modules.get(obj.__module__)
-        return getattr(module, "__file__", None) is None or module.__file__.startswith(_LIBRARIES)
+def _in_library(obj: types.FunctionType | type | types.ModuleType) -> bool:
+    """Whether ``obj``'s code lies in an installed package or Python's library (or in no file: a builtin module),
+    which the versions and the key's files pin: named, not digested."""
+    if isinstance(obj, (type, types.ModuleType)):
+        module = obj if isinstance(obj, types.ModuleType) else sys.modules.get(obj.__module__)
+        path = getattr(module, "__file__", None)
+        return path is None or path.startswith(_LIBRARIES)
     return obj.__code__.co_filename.startswith(_LIBRARIES)
 
 
@@ -80,7 +85,12 @@ class _State:
         if isinstance(obj, torch.Tensor):
             yield "parameter" if isinstance(obj, torch.nn.Parameter) else "tensor"
             return
-        if isinstance(obj, _BY_NAME) or isinstance(obj, enum.Enum):
+        if isinstance(obj, _BY_TYPE):
+            yield type(obj).__name__
+            return
+        if isinstance(obj, types.ModuleType) and not _in_library(obj):
+            pass  # a module of the user's: by its attributes, below
+        elif isinstance(obj, _BY_NAME) or isinstance(obj, enum.Enum):
             yield f"{type(obj).__name__}:{_name(obj) if isinstance(obj, types.ModuleType) else repr(obj)}"
             return
         if isinstance(obj, (types.FunctionType, type)) and _in_library(obj):
@@ -102,18 +112,22 @@ class _State:
             yield f"len:{len(items)}"
             for i, item in enumerate(items):
                 yield from self.tokens(item, f"{where}[{i}]")
-        elif isinstance(obj, dict):
+        elif isinstance(obj, (dict, types.MappingProxyType)):
             yield f"len:{len(obj)}"
             for key, value in obj.items():
                 yield from self.tokens(key, f"{where} key")
                 yield from self.tokens(value, f"{where}[{key!r}]")
-        elif isinstance(obj, type):  # a class of the user's: its name, and the code of what it defines
+        elif isinstance(obj, type):  # a class of the user's: its name, and all it defines (methods as functions)
             yield f"class:{_name(obj)}"
             for name, member in sorted(vars(obj).items()):
+                if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
+                    continue
                 member = getattr(member, "__func__", None) or getattr(member, "fget", None) or member
-                if isinstance(member, types.FunctionType):
-                    yield name
-                    yield from self._code(member.__code__, f"{where}.{name}")
+                yield name
+                yield from self.tokens(member, f"{where}.{name}")
+        elif isinstance(obj, types.ModuleType):  # a module of the user's: its name and its attributes
+            yield f"module:{obj.__name__}"
+            yield from self._parts({k: v for k, v in vars(obj).items() if not k.startswith("__")}, where)
         elif isinstance(obj, types.FunctionType):
             yield from self._function(obj, where)
         elif isinstance(obj, types.MethodType):
@@ -139,6 +153,8 @@ class _State:
             for cls in type(obj).__mro__:
                 for slot in (s for s in getattr(cls, "__slots__", ()) if s not in ("__dict__", "__weakref__")):
                     values[slot] = getattr(obj, slot, "<unset slot>")
+            if isinstance(obj, torch.nn.Module):
+                values = _hooks_by_order(values)
             yield from self._parts(values, where)
         else:
             raise NotStorable(f"{where} is a {type(obj).__qualname__}, whose state the cache cannot name")
@@ -147,7 +163,10 @@ class _State:
         yield from self._code(fn.__code__, where)
         for part in ("__defaults__", "__kwdefaults__", "__closure__"):
             yield from self.tokens(getattr(fn, part), f"{where}.{part}")
-        names = sorted(n for n in _names(fn.__code__) if n in fn.__globals__)
+        names = _names(fn.__code__)
+        # a function that calls globals() (or vars()) may read any of them
+        names = sorted(fn.__globals__ if {"globals", "vars"} & names else names & fn.__globals__.keys())
+        names = [n for n in names if not n.startswith("__")]
         yield from self.tokens({n: fn.__globals__[n] for n in names}, f"{where}'s globals")
 
     def _code(self, code: types.CodeType, where: str) -> Iterator[str]:
@@ -155,6 +174,15 @@ class _State:
         yield " ".join((*code.co_names, "|", *code.co_varnames, "|", *code.co_freevars, "|", *code.co_cellvars))
         for const in code.co_consts:
             yield from self.tokens(const, f"{where}'s constant")
+
+
+def _hooks_by_order(values: dict) -> dict:
+    """A module's ``__dict__`` with each hook dict keyed by the order of its handles among the module's, not by the
+    handle's id, which counts every hook the process has registered: equal modules, equal digests."""
+    hooks = [k for k, v in values.items() if "hook" in k and isinstance(v, dict)]
+    ids = sorted({i for k in hooks for i in values[k] if isinstance(i, int)})
+    order = {i: n for n, i in enumerate(ids)}
+    return {**values, **{k: {order.get(i, i): v for i, v in values[k].items()} for k in hooks}}
 
 
 def _names(code: types.CodeType) -> set[str]:
