@@ -192,6 +192,10 @@ CASES = [
     Case("leaf-requires-grad", add_to_leaf, lambda: [torch.ones(3, requires_grad=True)], RuntimeError,
          r"^thunder_ext.jit: `add_` writes into argument `w` \(.*\), which is a leaf that requires grad, so nothing was "
          r"run: a leaf Variable that requires grad is being used in an in-place operation\.$"),
+    Case("non-leaf-requires-grad", add_to_leaf, lambda: [torch.ones(3, requires_grad=True) * 1],
+         thunder_ext.ArgumentWriteGradientError,
+         r"^thunder_ext.jit: `add_` writes into argument `w` \(.*\), which requires grad: eager makes the write part "
+         r"of its autograd history, but thunder 0\.2\.6 would give its value before the write no gradient"),
     Case("aliased-transposed-view", write_first_then_read, lambda: _transposed(torch.randn(3, 2)),
          thunder_ext.AliasedArgumentsError, r"arguments 0 and 1 .* share storage as different views"),
     Case("aliased-overlapping-slices", write_first_then_read, lambda: (lambda x: [x[0:2], x[1:3]])(torch.randn(4, 2)),
