@@ -38,6 +38,9 @@ class _DecodingOnce:
     def __init__(self) -> None:
         # id -> (the code, its instructions): keeping the code alive keeps its id its own
         self._decoded: dict[int, tuple[CodeType, tuple[dis.Instruction, ...]]] = {}
+        # the compile data of the last frame (weakly: a compilation ended is not kept) and its set in ``_FILES``:
+        # the frames of one compilation look it up once, not at each frame
+        self._last: tuple[weakref.ref, set[str]] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(dis, name)
@@ -46,7 +49,9 @@ class _DecodingOnce:
         if kwargs or not isinstance(x, CodeType):
             return dis.get_instructions(x, **kwargs)
         if (cd := get_compile_data()) is not None:
-            _FILES.setdefault(cd, set()).add(x.co_filename)
+            if self._last is None or self._last[0]() is not cd:
+                self._last = (weakref.ref(cd), _FILES.setdefault(cd, set()))
+            self._last[1].add(x.co_filename)
         if (known := self._decoded.get(id(x))) is None:
             known = self._decoded[id(x)] = (x, tuple(dis.get_instructions(x)))
         return known[1]
