@@ -431,6 +431,44 @@ def test_a_loaded_trace_says_it_keeps_no_bound_symbols(cold):
 # the store's rules, in this process: no compilation needed
 
 
+def test_a_transform_neither_thunders_nor_keyed_makes_a_compilation_not_storable():
+    import thunder
+    from thunder.core.transforms import Transform
+
+    import thunder_ext
+    from thunder_ext.compile_cache.key import key_of
+    from thunder_ext.thunder026.cache_entries import NotStorable
+
+    class Counting(Transform):  # its work while compiling would not be done for an entry loaded instead
+        def transform_traces_pre_prologue(self, pro, comp, epi, **kwargs):
+            return pro, comp, epi
+
+    class Keyed(Counting):
+        def compile_cache_key(self) -> dict:
+            return {}
+
+    def compile_data(transform):
+        return thunder.compile_data(thunder_ext.jit(lambda x: x.add_(1), transforms=[transform]))
+
+    with pytest.raises(NotStorable, match="transform .*Counting is not thunder's and has no compile_cache_key"):
+        key_of(compile_data(Counting()))
+    assert key_of(compile_data(Keyed()))[1]["transforms"][0][0].endswith("Keyed")
+
+
+def test_the_extensions_own_modules_are_named_in_the_state_not_walked(monkeypatch):
+    import re
+
+    import thunder_ext
+    from thunder_ext.compile_cache.state import state_digest
+
+    def compiled(x):  # names the extension, which is often installed editable, outside site-packages
+        return thunder_ext.inplace_decisions
+
+    before = state_digest(compiled)
+    monkeypatch.setattr(thunder_ext, "probe", re.compile("a pattern: no state the digest could name"), raising=False)
+    assert state_digest(compiled) == before
+
+
 def test_a_saved_entry_reads_back_whole_and_any_changed_byte_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
     saved = store.save("k", {"a": [1, 2]})

@@ -3,12 +3,14 @@ check.
 
 A stored entry is a thunder cache entry, and thunder takes an entry for a call when the entry's prologue accepts the
 call: the prologue checks the metadata of every tensor the trace reads (the arguments', each parameter's and
-buffer's), every number and string the traced code read (a module's attributes, its config's values), and thunder's
-cache info (grad mode, default dtype and device, autocast). What no prologue checks is what made the trace:
+buffer's), the numbers and strings it proxied (not all the traced code read: thunder takes a module's attributes and
+its config's values as constants), and thunder's cache info (grad mode, default dtype and device, autocast). What no
+prologue checks is what made the trace:
 
 - the versions: Python, torch, thunder, and the extension (its version and a digest of its own source files);
 - what is compiled: the module's class, or the function;
-- the executors, by name and version, in order; each transform, by its class and options; thunder's options;
+- the executors, by name and version, in order; each transform, by its class and options (thunder's and those with a
+  ``compile_cache_key()``: any other is not storable); thunder's options;
 - the code: the files of the module's classes and their methods, or of the function;
 - and, for each entry, the other files its trace came from (of the lines its ops were traced at, of every code
   object the interpreter ran, and of each function its programs call), checked again when the entry is loaded
@@ -150,15 +152,22 @@ def _versions() -> dict[str, str]:
 
 def _source_digest() -> str:
     """A digest of the extension's source: a change to a pass changes what any trace compiles to."""
+    digest = hashlib.sha256()
+    for root in own_folders():
+        for path in sorted(Path(root).rglob("*.py")):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def own_folders() -> tuple[str, ...]:
+    """The folders of the extension's source (``thunder_ext`` and the packages installed under it from
+    ``transforms/`` and ``executors/``), which the key's digest pins."""
     import thunder_ext.executors
     import thunder_ext.transforms
 
-    digest = hashlib.sha256()
-    for package in (thunder_ext, thunder_ext.transforms, thunder_ext.executors):
-        for root in package.__path__:
-            for path in sorted(Path(root).rglob("*.py")):
-                digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return tuple(root for package in (thunder_ext, thunder_ext.transforms, thunder_ext.executors)
+                 for root in package.__path__)  # fmt: skip
 
 
 def _name_of(obj: object) -> str:
@@ -166,8 +175,17 @@ def _name_of(obj: object) -> str:
 
 
 def _transform_key(transform: object) -> list:
-    own = getattr(transform, "compile_cache_key", None)
-    options = own() if callable(own) else _primitive(f"transform {type(transform).__qualname__}", vars(transform))
+    """A transform by its class and options: its own ``compile_cache_key()``, else, for thunder's, its attributes.
+    Any other transform makes the compilation not storable: what it does while a compilation runs (record, count,
+    change its state) would not be done for a loaded entry."""
+    name, own = type(transform).__qualname__, getattr(transform, "compile_cache_key", None)
+    if callable(own):
+        options = own()
+    elif type(transform).__module__.partition(".")[0] == "thunder":
+        options = _primitive(f"transform {name}", vars(transform))
+    else:
+        raise NotStorable(f"transform {name} is not thunder's and has no compile_cache_key(): what it does while a "
+                          "compilation runs would not be done for an entry loaded instead")  # fmt: skip
     return [_name_of(type(transform)), options]
 
 

@@ -20,7 +20,8 @@ Rule: an entry is saved with the digest of everything reachable from what was co
 - a tensor: that it is one (and a ``Parameter`` or not); its metadata is the prologue's to check, so a cache that
   grows does not change the digest;
 - by name alone, what the key or the versions pin: a module, class or function of a file of an installed package
-  (``site-packages``) or of Python's own library, a builtin; and dtypes, devices, enums, numbers, strings.
+  (``site-packages``), of Python's own library or of the extension, a builtin; and dtypes, devices, enums, numbers,
+  strings.
 
 Anything else (an object with no ``__dict__`` that is none of these) raises ``NotStorable``: the compilation is not
 saved, and the log says which attribute. So two objects of equal digests run the same Python on the same values,
@@ -33,6 +34,7 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import os
 import sys
 import sysconfig
 import threading
@@ -41,6 +43,7 @@ from collections.abc import Iterator
 
 import torch
 
+from thunder_ext.compile_cache.key import own_folders
 from thunder_ext.thunder026.cache_entries import NotStorable
 
 _PRIMITIVE = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
@@ -60,13 +63,20 @@ def state_digest(obj: object) -> str:
 
 
 def _in_library(obj: types.FunctionType | type | types.ModuleType) -> bool:
-    """Whether ``obj``'s code lies in an installed package or Python's library (or in no file: a builtin module),
-    which the versions and the key's files pin: named, not digested."""
+    """Whether ``obj``'s code lies in an installed package, Python's library or the extension (or in no file: a
+    builtin module), which the versions and the key pin: named, not digested. The extension's own folders are named
+    too: it is often installed editable, outside ``site-packages``."""
+    pinned = _pinned()
     if isinstance(obj, (type, types.ModuleType)):
         module = obj if isinstance(obj, types.ModuleType) else sys.modules.get(obj.__module__)
         path = getattr(module, "__file__", None)
-        return path is None or path.startswith(_LIBRARIES)
-    return obj.__code__.co_filename.startswith(_LIBRARIES)
+        return path is None or path.startswith(pinned)
+    return obj.__code__.co_filename.startswith(pinned)
+
+
+@functools.cache
+def _pinned() -> tuple[str, ...]:
+    return _LIBRARIES + tuple(os.path.join(folder, "") for folder in own_folders())
 
 
 def _name(obj: object) -> str:
