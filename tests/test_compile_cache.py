@@ -18,8 +18,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from thunder_ext.compile_cache import store
+from thunder_ext.compile_cache.loaded_traces import FirstCall, LookError
 
 # the cache holds entries of the default executors; what the torch.compile executor compiles is tested on its own
 pytestmark = pytest.mark.executor_sets("defaults")
@@ -75,16 +77,20 @@ else:
     jitted = thunder_ext.jit(net, strict=options.get("strict", False), executors=executors,
                              compile_cache=options.get("compile_cache"))
 x = torch.randn(4, options.get("n", 8), dtype=dtype)
-outs = [jitted(x), jitted(x + 1)]
-trace = thunder.last_traces(jitted)[-1]
+outs = [jitted(x.clone()), jitted(x + 1)]  # the first call's tensor is gone when its traces are looked at
+looked = {}
+if options.get("look"):  # the ops of every trace thunder shows, before the counters and decisions are read
+    looked = {what: [[b.sym.name for b in t.bound_symbols] for t in getattr(thunder, what)(jitted)]
+              for what in ("last_traces", "last_prologue_traces", "last_backward_traces")}
 print(json.dumps({
     "outs": [o.tolist() for o in outs],
     "seen": net.seen.tolist(),
     "decisions": [str(d) for d in thunder_ext.inplace_decisions(jitted)],
     "logs": logs,
     "misses": thunder.cache_misses(jitted),
+    "hits": thunder.cache_hits(jitted),
     "loads": thunder_ext.cache_loads(jitted),
-    "trace": str(trace).splitlines()[0],
+    "looked": looked,
 }))
 '''
 
@@ -156,7 +162,6 @@ def test_a_warm_process_loads_what_a_cold_one_compiled_and_computes_the_same(col
     assert len(entry_files(project)) == 1
     warm = run(project)  # in a copy of the folder the cold process ran in (``cold``)
     assert (warm["misses"], warm["loads"]) == (1, 1) and loaded(warm), warm["logs"]  # a load counts as a miss
-    assert warm["trace"].startswith("# Loaded from thunder_ext's compile cache: ")
     assert any("in place" in d for d in warm["decisions"])
     fresh = run(project, env=env_of(project, THUNDER_EXT_CACHE="0"))
     assert fresh["misses"] == 1 and not loaded(fresh)
@@ -308,6 +313,7 @@ def test_two_processes_compiling_the_same_call_at_once_leave_one_whole_entry(pro
 
 WRITER = """
 from thunder_ext.compile_cache import store
+from thunder_ext.compile_cache.loaded_traces import FirstCall, LookError
 for _ in range(200):
     store.save("key", {"program": "x" * 200_000})
 """
@@ -414,18 +420,42 @@ def test_a_growing_cache_loads_every_bucket_and_growth_copy_warm(project):
     assert any("loaded the growth copy for a KV cache of 16 positions from the compile cache" in m for m in warm["logs"])
 
 
-def test_a_loaded_trace_says_it_keeps_no_bound_symbols(cold):
+def test_a_loaded_entry_shows_the_traces_counters_and_decisions_a_cold_compilation_shows(cold):
     project, _ = cold
-    (project / "bsyms.py").write_text(RUNNER.replace("trace = thunder.last_traces(jitted)[-1]", textwrap.dedent("""
-        trace = thunder.last_traces(jitted)[-1]
-        try:
-            trace.bound_symbols
-        except AttributeError as e:
-            logs.append(str(e))
-    """)))  # fmt: skip
-    warm = run(project, "bsyms.py")
-    assert any(m.startswith("this trace was loaded from thunder_ext's compile cache") and "compile_cache=False" in m
-               for m in warm["logs"])  # fmt: skip
+    fresh = run(project, env=env_of(project, THUNDER_EXT_CACHE="0"), look=True)
+    warm = run(project, look=True)
+    assert warm["loads"] == 1 and loaded(warm), warm["logs"]
+    # every trace of the prologue, the computation and the backward (the Linear's parameters require grad)
+    assert warm["looked"] == fresh["looked"] and all(warm["looked"].values()), warm["looked"]
+    assert any(m.startswith("thunder_ext: Net.forward(x: cpu f32[4, 8]) was loaded from the compile cache") and
+               "compiled it afresh to show them" in m for m in warm["logs"])  # fmt: skip
+    assert (warm["misses"], warm["hits"]) == (fresh["misses"], fresh["hits"]) == (1, 1)
+    assert warm["decisions"] == fresh["decisions"]
+    assert_same_computation(warm, fresh)  # looking ran nothing: the buffer holds the two calls' writes
+
+
+def test_a_first_call_kept_for_its_traces_gives_its_own_tensors_back_or_tensors_of_their_description():
+    class Holder:  # an argument of the user's: kept weakly
+        pass
+
+    base, holder = torch.arange(8.0), Holder()
+    a, b, w = base[1:4], base[2:].view(2, 3), torch.nn.Parameter(torch.ones(2))
+    with torch.no_grad():
+        call = FirstCall((a, [b, 3]), {"w": w, "holder": holder})
+    (a1, (b1, three)), kw = call.arguments()
+    assert (a1, b1, three, kw["w"], kw["holder"]) == (a, b, 3, w, holder) and a1 is a and b1 is b
+    with call.settings():
+        assert not torch.is_grad_enabled()
+    assert torch.is_grad_enabled()
+    b.resize_(6)  # no longer as it was: every tensor is made anew, shared as they were
+    (a2, (b2, _)), kw = call.arguments()
+    assert a2 is not a and (a2.shape, a2.stride(), a2.storage_offset()) == ((3,), (1,), 1)
+    assert (b2.shape, b2.stride(), b2.storage_offset()) == ((2, 3), (3, 1), 2)
+    assert a2.untyped_storage().data_ptr() == b2.untyped_storage().data_ptr() and a2.untyped_storage().nbytes() == 32
+    assert isinstance(kw["w"], torch.nn.Parameter) and kw["w"] is not w and kw["w"].requires_grad
+    del holder, kw
+    with pytest.raises(LookError, match="its first call's .*Holder argument is gone"):
+        call.arguments()
 
 
 # the store's rules, in this process: no compilation needed

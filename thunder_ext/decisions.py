@@ -7,6 +7,7 @@ from typing import Protocol, runtime_checkable
 
 import thunder
 
+from thunder_ext.compile_cache import LoadedTraces
 from thunder_ext.dynamo import thunder_subgraphs_of_last_call
 from thunder_ext.thunder026.compiled import compiled_module
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
@@ -42,6 +43,8 @@ def inplace_decisions(compiled: Callable) -> list[InplaceDecision]:
         raise ValueError(f"thunder_ext.inplace_decisions: the compiled {what} has not run yet: call it first")
     forward = getattr(compiled, "forward", None)
     before = forward.decisions_before() if isinstance(forward, RunsCompiledWritesFirst) else []
+    traces = thunder.last_traces(compiled)
+    if isinstance(traces, LoadedTraces) and not traces.look.filled:  # loaded, not looked at: the stored ones
+        return before + traces.decisions
     # the last recorded trace: transforms after the extension's may append traces of their own
-    traces = reversed(thunder.last_traces(compiled))
-    return before + next((transform.decisions[t] for t in traces if t in transform.decisions), [])
+    return before + next((transform.decisions[t] for t in reversed(traces) if t in transform.decisions), [])

@@ -3,7 +3,8 @@
 What is stored of a compilation is thunder's cache entry as program texts (``thunder026/cache_entries.py``), with
 the extension's decisions: no tensor data. When a compiled function is made (``thunder_ext.jit``, the plugin
 ``"inplace"``, ``set_kv_cache``'s growth copy), the entries stored under its key are loaded into thunder's own list,
-where each runs only for a call its prologue accepts (``attach.py``); each compilation after that is saved. The key
+where each runs only for a call its prologue accepts (``attach.py``); each compilation after that is saved. A loaded
+entry's traces are compiled afresh where they are looked at (``loaded_traces.py``). The key
 and the code files each entry depends on (``key.py``) hold what no prologue checks; the files on disk follow
 ``store.py``'s rules (trusted, atomic, checked, least recently used goes first).
 
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 from thunder.core.transforms import Transform
 
-from thunder_ext.compile_cache.attach import LoadedTrace, attach, cache_loads
+from thunder_ext.compile_cache.attach import attach, cache_loads
+from thunder_ext.compile_cache.loaded_traces import LoadedTraces
 
-__all__ = ["CompileCache", "LoadedTrace", "attach", "cache_loads"]
+__all__ = ["CompileCache", "LoadedTraces", "attach", "cache_loads"]
 
 
 class CompileCache(Transform):

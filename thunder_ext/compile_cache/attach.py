@@ -24,6 +24,7 @@ from thunder.core.proxies import NumberProxy, TensorProxy
 
 from thunder_ext.compile_cache import store
 from thunder_ext.compile_cache.key import changed_source, depends_on, file_now, key_of, source_names
+from thunder_ext.compile_cache.loaded_traces import Look
 from thunder_ext.compile_cache.state import state_digest
 from thunder_ext.thunder026.cache_entries import (
     ROLES,
@@ -44,28 +45,6 @@ log = logging.getLogger("thunder_ext")
 
 # what each jitted function's cache did: ``cache_loads``
 _CACHES: weakref.WeakKeyDictionary[object, _Cache] = weakref.WeakKeyDictionary()
-
-
-class LoadedTrace:
-    """What ``thunder.last_traces`` (and its prologue, epilogue and backward kin) shows of an entry loaded from the
-    cache: the program thunder runs, under a first line that says where it was loaded from. A loaded entry keeps no
-    bound symbols; ``bound_symbols`` says how to compile afresh to see them."""
-
-    def __init__(self, program: Program, path: Path) -> None:
-        self.program, self.path = program, path
-
-    def python(self, **kwargs: object) -> str:
-        return f"# Loaded from thunder_ext's compile cache: {self.path}\n{self.program.text}"
-
-    __str__ = __repr__ = python
-
-    @property
-    def bound_symbols(self):
-        raise AttributeError(
-            f"this trace was loaded from thunder_ext's compile cache ({self.path}), which keeps its program, not "
-            "its bound symbols: compile with thunder_ext.jit(..., compile_cache=False) or THUNDER_EXT_CACHE=0 to "
-            "trace it afresh"
-        )
 
 
 def attach(jitted: Callable, requested: bool | None = None) -> None:
@@ -150,14 +129,11 @@ class _Cache:
             store.remove(stored.path)
             return None
         programs = {r: None if payload["programs"][r] is None else Program(**payload["programs"][r]) for r in ROLES}
-        traces = {r: [] if p is None else [LoadedTrace(p, stored.path)] for r, p in programs.items()}
-        entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), traces)
+        decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
+        look = Look(self.jitted, payload["describe"], stored.path, decisions)
+        entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), look.lists)
         guard = None if payload["guard"] is None else rebuilt(Program(**payload["guard"]), cd.fn)
-        transform = _inplace_transform(cd)
-        if transform is not None and traces["computation"]:
-            decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
-            transform.decisions[traces["computation"][0]] = decisions
-        first_use = _FirstUse(entry.prologue_fn, guard, payload["state"], self, stored.path, payload["describe"], start)
+        first_use = _FirstUse(entry.prologue_fn, guard, payload["state"], self, look, start)
         return entry._replace(prologue_fn=first_use)
 
     def save(self, entry) -> None:
@@ -239,12 +215,13 @@ class _FirstUse:
     must find the compiled object's Python state as the entry's compilation found it (``state``), and where the
     entry's prologue had checks pruned, every one of them (``guard``) must accept it too: the entry is then taken
     for this process's object, as it was for the one it was compiled for. Later calls are thunder's to check, as
-    for an entry compiled here."""
+    for an entry compiled here. The first call is kept (``look``) to compile the entry's traces afresh where they
+    are looked at (``loaded_traces.py``)."""
 
-    def __init__(self, prologue: Callable, guard: Callable | None, state: str, cache: _Cache, path: Path, name: str,
+    def __init__(self, prologue: Callable, guard: Callable | None, state: str, cache: _Cache, look: Look,
                  start: float) -> None:  # fmt: skip
-        self.prologue, self.guard, self.state, self.cache = prologue, guard, state, cache
-        self.path, self.name = path, name
+        self.prologue, self.guard, self.state, self.cache, self.look = prologue, guard, state, cache, look
+        self.path, self.name = look.path, look.name
         self.seconds = time.perf_counter() - start  # to read and rebuild the entry
         self.used = False
 
@@ -258,11 +235,15 @@ class _FirstUse:
             if self.guard is not None:
                 self.guard(*args, **kwargs)
             self.used = True
+            self.look.record(args, kwargs)
             try_first(jitted, self)  # loaded entries were put where thunder tries them last
             self.cache.loads += 1
-            # thunder counts a hit once this prologue returns; a load is counted as a compilation
+            # thunder counts a hit once this prologue returns; a load is counted as a compilation, whose epilogue
+            # and backward traces thunder shows (a hit sets only the computation's and the prologue's)
             stats = thunder.compile_stats(jitted)
             stats.cache_misses, stats.cache_hits = stats.cache_misses + 1, stats.cache_hits - 1
+            stats.last_epilogue_traces = self.look.lists["epilogue"]
+            stats.last_backward_traces = self.look.lists["backward"]
             store.mark_used(self.path)
             log.info("thunder_ext: loaded %s from the compile cache in %.2f s", self.name, self.seconds)
         return result

@@ -12,7 +12,7 @@ programs name anything else (a compiled fusion region, a tensor constant, a clos
 Read or set here: ``CacheEntry``; ``CompileStats.interpreter_cache``, the list thunder's jit searches for an entry
 whose prologue accepts the call (newest first) and appends each compilation's entry to; the prologue that thunder
 wraps in a timer (a closure); the implementation an ``OperatorExecutor`` keeps for each operator (in a closure too);
-``build_callable``.
+``build_callable``; ``CompileData._get_computation_and_inputs``, which compiles a call without running it.
 
 Retired by: a thunder that serializes its compiled entries, or a persistent cache of its own.
 """
@@ -110,6 +110,21 @@ def try_first(jitted: object, prologue: Callable) -> None:
     entries = interpreter_cache(jitted)
     at = next(i for i, entry in enumerate(entries) if entry.prologue_fn is prologue)
     entries.insert(len(entries), entries.pop(at))  # insert: thunder's list saves each entry appended to it
+
+
+def compiled_afresh(jitted: object, args: tuple, kwargs: dict) -> CacheEntry:
+    """The entry thunder compiles for the call ``jitted(*args, **kwargs)`` where its cache holds none, the call's
+    computation not run (thunder's own step before it runs a call: tracing, passes, executors, then the prologue on
+    the arguments, which reads and checks them). ``jitted``'s entries and statistics are left as they were."""
+    stats = thunder.compile_stats(jitted)
+    kept = dict(vars(stats))
+    stats.interpreter_cache = []  # a list of thunder's own: nothing is saved or notified
+    try:
+        entry, _, _ = thunder.compile_data(jitted)._get_computation_and_inputs(*args, **kwargs)
+    finally:
+        vars(stats).clear()
+        vars(stats).update(kept)
+    return entry
 
 
 class _Notifying(list):

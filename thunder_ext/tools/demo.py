@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> None:
     import torch
 
     import thunder_ext
-    from thunder_ext.compile_cache import LoadedTrace
+    from thunder_ext.compile_cache import LoadedTraces
     from thunder_ext.thunder026.compiled import compiled_module
     from thunder_ext.tools.demo_model import small_model
     from thunder_ext.tools.timing import interleaved_samples
@@ -172,14 +172,12 @@ def run(args: argparse.Namespace) -> None:
 
     ext = models["thunder_ext.jit"]
     print("== KV-cache writes in the decode step's execution trace (thunder.last_traces(model)[-1]) ==")
-    trace = thunder.last_traces(ext)[-1]
-    if isinstance(trace, LoadedTrace):
-        print(f"(loaded from the compile cache, which keeps no bound symbols: {trace.path})")
-    else:
-        for bsym in trace.bound_symbols:
-            # a write, or an op fused with the write it feeds (buffer reuse's ops are neither)
-            if is_copy_to_out(bsym) or any(is_copy_to_out(s) for s in bsym.subsymbols):
-                print(str(bsym).splitlines()[0].strip())
+    if isinstance(thunder.last_traces(ext), LoadedTraces):
+        print("(loaded from the compile cache, which keeps no traces: they are compiled afresh to be shown)")
+    for bsym in thunder.last_traces(ext)[-1].bound_symbols:
+        # a write, or an op fused with the write it feeds (buffer reuse's ops are neither)
+        if is_copy_to_out(bsym) or any(is_copy_to_out(s) for s in bsym.subsymbols):
+            print(str(bsym).splitlines()[0].strip())
     print("\n== How the aliasing checker ran each write (thunder_ext.inplace_decisions(model)) ==")
     for decision in thunder_ext.inplace_decisions(ext):
         print(decision)
