@@ -207,8 +207,9 @@ def test_the_file_holds_no_tensor_data_only_programs_and_names(cold):
     (path,) = entry_files(project)
     payload = store.read(path)[0].payload
     assert set(payload) == {"key", "describe", "depends_on", "state", "programs", "guard", "decisions",
-                            "decision_files", "return_none_instead_of_grads"}  # fmt: skip
+                            "decision_files", "return_none_instead_of_grads", "autocast"}  # fmt: skip
     assert len(payload["state"]) == 64  # a digest, of no tensor's data (compile_cache/state.py)
+    assert payload["autocast"] == [False, False]  # on the CPU and CUDA, as the programs were built
     assert payload["guard"] is None  # thunder_ext.jit prunes no check of the prologue
     assert "def computation(" in payload["programs"]["computation"]["text"] and payload["programs"]["backward"]
 
@@ -418,6 +419,33 @@ def test_a_growing_cache_loads_every_bucket_and_growth_copy_warm(project):
     assert not any(m.startswith("thunder_ext: compiled") for m in warm["logs"]), warm["logs"]
     assert sum(m.startswith("thunder_ext: loaded") and "for " in m for m in warm["logs"]) == 5  # the buckets' logs
     assert any("loaded the growth copy for a KV cache of 16 positions from the compile cache" in m for m in warm["logs"])
+
+
+AUTOCAST = """
+import json, os, sys
+import torch, thunder_ext
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_under_test import Net
+
+jitted = thunder_ext.jit(Net())
+with torch.autocast("cpu", dtype=torch.bfloat16):
+    out = jitted(torch.randn(4, 8))
+    after = torch.is_autocast_enabled("cpu")
+    eager = torch.nn.functional.linear(torch.randn(2, 8), torch.randn(3, 8))
+print(json.dumps({"out": str(out.dtype), "on after": after, "eager after": str(eager.dtype),
+                  "loads": thunder_ext.cache_loads(jitted)}))
+"""
+
+
+def test_a_loaded_entry_leaves_the_callers_autocast_as_it_was(project):
+    # thunder's programs restore, after each call, the autocast of when they were built: a program loaded outside
+    # the user's autocast switched it off for the code after the call (eager then ran in float32)
+    (project / "autocast.py").write_text(AUTOCAST)
+    cold, warm = run(project, "autocast.py"), run(project, "autocast.py")
+    assert (cold["loads"], warm["loads"]) == (0, 1)
+    for result in (cold, warm):
+        assert result["on after"] and result["eager after"] == "torch.bfloat16" == result["out"], result
 
 
 def test_a_loaded_entry_shows_the_traces_counters_and_decisions_a_cold_compilation_shows(cold):

@@ -30,6 +30,7 @@ from thunder_ext.thunder026.cache_entries import (
     ROLES,
     NotStorable,
     Program,
+    autocast_now,
     guard_of,
     interpreter_cache,
     on_each_new_entry,
@@ -131,8 +132,9 @@ class _Cache:
         programs = {r: None if payload["programs"][r] is None else Program(**payload["programs"][r]) for r in ROLES}
         decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
         look = Look(self.jitted, payload["describe"], stored.path, decisions)
-        entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), look.lists)
-        guard = None if payload["guard"] is None else rebuilt(Program(**payload["guard"]), cd.fn)
+        autocast = payload["autocast"]
+        entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), look.lists, autocast)
+        guard = None if payload["guard"] is None else rebuilt(Program(**payload["guard"]), cd.fn, autocast)
         first_use = _FirstUse(entry.prologue_fn, guard, payload["state"], self, look, start)
         return entry._replace(prologue_fn=first_use)
 
@@ -157,6 +159,7 @@ class _Cache:
                 "decisions": [dataclasses.asdict(d) for d in decisions],
                 "decision_files": source_names({d.source.partition(":")[0] for d in decisions if d.source}),
                 "return_none_instead_of_grads": bool(entry.return_none_instead_of_grads),
+                "autocast": autocast_now(),  # as when thunder built the programs: within this call
             }
         except NotStorable as e:
             log.info("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)

@@ -41,7 +41,9 @@ from pathlib import Path
 
 log = logging.getLogger("thunder_ext")
 
-FORMAT = 2  # 2: each entry holds the digest of the compiled object's state (compile_cache/state.py)
+# 2: each entry holds the digest of the compiled object's state (compile_cache/state.py); 3: and the autocast its
+# programs were built under
+FORMAT = 3
 _HEADER = f"thunder_ext compile cache {FORMAT} sha256="
 _SUFFIX = ".entry"
 DEFAULT_MAX_MB = 1024

@@ -12,21 +12,24 @@ programs name anything else (a compiled fusion region, a tensor constant, a clos
 Read or set here: ``CacheEntry``; ``CompileStats.interpreter_cache``, the list thunder's jit searches for an entry
 whose prologue accepts the call (newest first) and appends each compilation's entry to; the prologue that thunder
 wraps in a timer (a closure); the implementation an ``OperatorExecutor`` keeps for each operator (in a closure too);
-``build_callable``; ``CompileData._get_computation_and_inputs``, which compiles a call without running it.
+``build_callable``; ``CompileData._get_computation_and_inputs``, which compiles a call without running it; that
+the torch executor's ``no_autocast`` decorator keeps the autocast state of when a program was built.
 
 Retired by: a thunder that serializes its compiled entries, or a persistent cache of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
 import re
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import thunder
+import torch
 from thunder import CacheEntry
 from thunder.common import transform_for_execution
 from thunder.core.baseutils import build_callable
@@ -82,10 +85,11 @@ def guard_of(entry: CacheEntry, compiled: object) -> Program | None:
 
 
 def rebuilt_entry(programs: dict[str, Program | None], compiled: object, return_none_instead_of_grads: bool,
-                  traces: dict[str, list]) -> CacheEntry:  # fmt: skip
-    """The ``CacheEntry`` of ``programs``, as thunder would build it for ``compiled``; ``traces`` stand for its
-    traces (what ``thunder.last_traces`` shows). Raises ``NotStorable`` where a name no longer imports."""
-    fn = {role: None if p is None else rebuilt(p, compiled) for role, p in programs.items()}
+                  traces: dict[str, list], autocast: list[bool]) -> CacheEntry:  # fmt: skip
+    """The ``CacheEntry`` of ``programs``, as thunder would build it for ``compiled`` where autocast was as
+    ``autocast`` says (``autocast_now``); ``traces`` stand for its traces (what ``thunder.last_traces`` shows).
+    Raises ``NotStorable`` where a name no longer imports."""
+    fn = {role: None if p is None else rebuilt(p, compiled, autocast) for role, p in programs.items()}
     return CacheEntry(
         fn["prologue"], traces["prologue"], fn["computation"], traces["computation"], fn["epilogue"],
         traces["epilogue"], fn["backward"], traces["backward"], return_none_instead_of_grads,
@@ -219,9 +223,29 @@ def imported(reference: str) -> object:
     return value
 
 
-def rebuilt(program: Program, compiled: object) -> Callable:
-    """The function of ``program``, as thunder would build it for ``compiled``; ``NotStorable`` where a name no
-    longer imports."""
+def autocast_now() -> list[bool]:
+    """Whether autocast is on for the CPU and for CUDA: what thunder's ``no_autocast`` decorator (on every program
+    of the torch executor) reads when a program is built, and sets again after each call of it. thunder builds a
+    program within the call that compiles it, under the autocast its prologue then checks; a program rebuilt must
+    be built under that same autocast, or each call would leave the caller's autocast switched."""
+    return [torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda")]
+
+
+@contextlib.contextmanager
+def _autocast_as(enabled: list[bool]) -> Iterator[None]:
+    kept = autocast_now()
+    for device, on in zip(("cpu", "cuda"), enabled):
+        torch.set_autocast_enabled(device, on)
+    try:
+        yield
+    finally:
+        for device, on in zip(("cpu", "cuda"), kept):
+            torch.set_autocast_enabled(device, on)
+
+
+def rebuilt(program: Program, compiled: object, autocast: list[bool]) -> Callable:
+    """The function of ``program``, as thunder would build it for ``compiled`` where autocast was as ``autocast``
+    says (``autocast_now``); ``NotStorable`` where a name no longer imports."""
     ctx = {}
     for name, reference in program.names.items():
         if reference in (COMPILED, NONE):
@@ -231,7 +255,9 @@ def rebuilt(program: Program, compiled: object) -> Callable:
             ctx[name] = imported(reference)
         except (ImportError, AttributeError) as e:
             raise NotStorable(f"{reference} no longer imports ({e})") from e
-    fn = build_callable(program.function, python_str=program.text, file_name=f"thunder.{program.function}", ctx=ctx)
+    with _autocast_as(autocast):
+        fn = build_callable(program.function, python_str=program.text, file_name=f"thunder.{program.function}",
+                            ctx=ctx)  # fmt: skip
     if program.function == "prologue":  # as thunder does: the prologue holds the module, not itself
         del fn.__globals__["prologue"]
     return fn
