@@ -511,6 +511,13 @@ def test_a_transform_neither_thunders_nor_keyed_makes_a_compilation_not_storable
     with pytest.raises(NotStorable, match="transform .*Counting is not thunder's and has no compile_cache_key"):
         key_of(compile_data(Counting()))
     assert key_of(compile_data(Keyed()))[1]["transforms"][0][0].endswith("Keyed")
+    # thunder's own, by its attributes: HF's recipe's transform by the executor and operator it makes for itself
+    from thunder.recipes.hf_transformers import InplaceIndexCopyTransform
+
+    name, options = key_of(compile_data(InplaceIndexCopyTransform()))[1]["transforms"][0]
+    assert name == "thunder.recipes.hf_transformers:InplaceIndexCopyTransform"
+    assert options == {"executor": "executor inplace_index_copy_ex None",
+                       "inplace_index_copy": "operator inplace_index_copy of inplace_index_copy_ex"}  # fmt: skip
 
 
 def test_the_extensions_own_modules_are_named_in_the_state_not_walked(monkeypatch):

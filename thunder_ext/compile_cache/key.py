@@ -42,6 +42,9 @@ from pathlib import Path
 import thunder
 import torch
 
+from thunder.core.symbol import Symbol
+from thunder.extend import Executor
+
 from thunder_ext.compile_cache.store import FORMAT
 from thunder_ext.thunder026.cache_entries import COMPILED, NONE, NotStorable, Program, executor_name, imported
 
@@ -182,11 +185,24 @@ def _transform_key(transform: object) -> list:
     if callable(own):
         options = own()
     elif type(transform).__module__.partition(".")[0] == "thunder":
-        options = _primitive(f"transform {name}", vars(transform))
+        options = {attr: _option(f"transform {name} {attr!r}", value) for attr, value in vars(transform).items()}
     else:
         raise NotStorable(f"transform {name} is not thunder's and has no compile_cache_key(): what it does while a "
                           "compilation runs would not be done for an entry loaded instead")  # fmt: skip
     return [_name_of(type(transform)), options]
+
+
+def _option(what: str, value: object) -> object:
+    """An attribute of thunder's transform as the key names it: a number, string or None; an executor or operator
+    the transform makes for itself (HF's recipe's ``InplaceIndexCopyTransform``) by its names, made alike in every
+    process by the same class of the same thunder. Anything else: ``NotStorable``."""
+    if isinstance(value, _PRIMITIVE):
+        return value
+    if isinstance(value, Executor):
+        return f"executor {executor_name(value)} {value.version}"
+    if isinstance(value, Symbol) and value.executor is not None:
+        return f"operator {value.name} of {executor_name(value.executor)}"
+    raise NotStorable(f"{what} is a {type(value).__name__}, which the cache cannot key")
 
 
 def _primitive(what: str, values: dict) -> dict:
