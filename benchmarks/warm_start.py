@@ -14,6 +14,7 @@ token.
 from __future__ import annotations
 
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -143,10 +144,14 @@ def report(results: dict[Config, Result]) -> Table:
 
 
 def _summary(logged: list[str]) -> str:
-    """How many compilations the compile cache saved (or could not) and loaded: its own log lines."""
+    """How many compilations the compile cache saved (or could not) and loaded, and the seconds its loads spent
+    checking the model's Python state (the guard's digest): its own log lines."""
     compiled = sum(m.startswith("thunder_ext: compiled") and "compile cache" in m for m in logged)
     loaded = sum(m.startswith("thunder_ext: loaded") and " for " not in m for m in logged)
-    return f"{compiled} compiled, {loaded} loaded" if compiled or loaded else "-"
+    checked = sum(float(s) for m in logged for s in re.findall(r"its Python state checked in ([\d.]+) s", m))
+    if not compiled and not loaded:
+        return "-"
+    return f"{compiled} compiled, {loaded} loaded" + (f" (state checked in {checked:.2f} s)" if loaded else "")
 
 
 def _targets(results: dict[Config, Result]) -> list[Target]:

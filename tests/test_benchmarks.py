@@ -261,3 +261,16 @@ def test_warm_start_targets_follow_the_measurements(ext_warm_first, dynamic_warm
     assert [t.met for t in table.targets] == met, [t.text for t in table.targets]
     assert [row[2] for row in table.rows] == ["cold", "warm"] * 3
     assert table.rows[3][4] == f"{ext_warm_first:.1f}"  # the first token counts the setup, where the cache loads
+
+
+def test_warm_start_says_how_long_its_loads_checked_the_models_state():
+    logged = [
+        "thunder_ext: compiled GPT.forward(idx: cpu i64[1, 1]) in 7.0 s, saved to the compile cache (0.1 MB)",
+        "thunder_ext: loaded GPT.forward(idx: cpu i64[1, 16]) from the compile cache in 0.02 s, its Python state "
+        "checked in 0.15 s",
+        "thunder_ext: loaded GPT.forward for 16 tokens x 1 sequence, KV cache of 128 positions from the compile cache "
+        "in 0.1 s",  # the bucket's own line, of the same load
+        "thunder_ext: loaded _grow() from the compile cache in 0.00 s, its Python state checked in 0.05 s",
+    ]  # fmt: skip
+    assert warm_start._summary(logged) == "1 compiled, 2 loaded (state checked in 0.20 s)"
+    assert warm_start._summary(logged[:1]) == "1 compiled, 0 loaded"
