@@ -41,7 +41,6 @@ from pathlib import Path
 
 import thunder
 import torch
-
 from thunder.core.symbol import Symbol
 from thunder.extend import Executor
 
