@@ -683,7 +683,8 @@ class Summary:
 
     @property
     def must_load(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.pair.must_load]
+        """Pairs whose B is A's state, but for those stock thunder.jit cannot compile (nothing is saved)."""
+        return [o for o in self.outcomes if o.pair.must_load and not o.discarded]
 
     @property
     def not_loaded(self) -> list[Outcome]:
