@@ -29,7 +29,7 @@ TOKENS = 12
 # the benchmark suite's cases (thunder_ext.benchmarks.suite.CASES runs them) and where a full run writes
 BENCH_CASES = ("kv_write", "decode", "generate", "generate_session", "hf_generate", "prefill", "adam", "compile",
                "compile_ahead", "compile_scaling", "kv_idioms", "requires_grad", "entry_points", "warm_start",
-               "moe_decode")  # fmt: skip
+               "guard_cost", "moe_decode")  # fmt: skip
 BENCH_DOCS = Path("docs/benchmarks")
 
 

@@ -31,6 +31,7 @@ from thunder_ext.benchmarks import (
     entry_points,
     generate,
     generate_session,
+    guard_cost,
     hf_generate,
     kv_cache_write,
     kv_idioms,
@@ -59,6 +60,7 @@ CASES = {
     "requires_grad": requires_grad,
     "entry_points": entry_points,
     "warm_start": warm_start,
+    "guard_cost": guard_cost,
     "moe_decode": moe_decode,
 }
 

@@ -18,7 +18,11 @@ Kept apart from the ops that compute (``executors/torch_inplace.py``); as there,
 
 from __future__ import annotations
 
+import enum
 import functools
+import keyword
+import sys
+import types
 from collections.abc import Callable
 
 import torch
@@ -155,6 +159,254 @@ def _check_argument_containers(args, kwargs, traced: Containers) -> None:
 
 
 check_argument_containers = _check_operator(_check_argument_containers)
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+_BY_REPR = (torch.dtype, torch.device, torch.layout, torch.memory_format, enum.Enum)
+
+
+def _name(obj: object) -> str:
+    return f"{getattr(obj, '__module__', None)}.{getattr(obj, '__qualname__', None) or getattr(obj, '__name__', '?')}"
+
+
+def python_value(value: object) -> str:
+    """``value`` as a prologue check of ``thunder026/python_guards.py`` compares it from call to call: a plain value
+    by its type and ``repr`` (-0.0 is not 0.0); a list, tuple, set or dict by its type, length, string keys and
+    plain items (others by their type: a path reads them, where the code reads them); a function by its name and
+    first line, a bound method by its function, a partial by its parts, a class by its name; a tensor as such (the
+    prologue checks its metadata); any other object by its class (a path reads what the code reads of it)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return f"{kind.__name__}:{value!r}"
+    if isinstance(value, _BY_REPR):
+        return repr(value)
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, dict):
+        parts = [f"{python_value(k) if type(k) is str else type(k).__name__}={_item(v)}" for k, v in value.items()]
+        return f"{_name(kind)}[{len(value)}]({', '.join(parts)})"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        parts = map(_item, value) if isinstance(value, (list, tuple)) else sorted(map(_item, value))
+        return f"{_name(kind)}[{len(value)}]({', '.join(parts)})"
+    if isinstance(value, types.FunctionType):
+        return f"function {_name(value)}:{value.__code__.co_firstlineno}"
+    if isinstance(value, types.MethodType):
+        return f"method of {python_value(value.__func__)}"
+    if isinstance(value, functools.partial):
+        keywords = ", ".join(f"{k}={python_value(v)}" for k, v in sorted(value.keywords.items()))
+        args = ", ".join(map(python_value, value.args))
+        return f"partial({python_value(value.func)}; {args}; {keywords})"
+    if isinstance(value, type):
+        return f"class {_name(value)}"
+    if isinstance(value, (types.BuiltinFunctionType, types.ModuleType)):
+        return f"{kind.__name__} {_name(value) if not isinstance(value, types.ModuleType) else value.__name__}"
+    return f"object of {_name(kind)}"
+
+
+def _item(value: object) -> str:
+    return python_value(value) if type(value) in _PLAIN or isinstance(value, _BY_REPR) else type(value).__name__
+
+
+def expect(value: object) -> tuple:
+    """What a check of ``thunder026/python_guards.py`` expects of ``value``, as literals (a saved prologue holds
+    them): None and the booleans by identity, a number, string or bytes by type and value (a float by its ``hex``:
+    -0.0 is not 0.0); a container of plain items (and keys) by its ``python_value``, a dict of others by its class
+    and string keys, any other container by its class and length; a plain object by its class; anything else (a
+    function, a class) by its ``python_value``. Items and attributes are checked as the code reads them, by their
+    own paths."""
+    kind = type(value)
+    if value is None or kind is bool:
+        return ("is", value)
+    if kind is float:
+        return ("float", value.hex())
+    if kind in (int, str, bytes, complex):
+        return ("plain", kind.__name__, value)
+    if isinstance(value, (list, tuple, set, frozenset, dict)):
+        items = [*value, *value.values()] if isinstance(value, dict) else value
+        if value and all(type(x) is str for x in items) and not isinstance(value, dict):
+            unordered = isinstance(value, (set, frozenset))
+            return ("strings", _name(kind), unordered, tuple(sorted(value)) if unordered else tuple(value))
+        if value and all(type(x) in _PLAIN or isinstance(x, _BY_REPR) for x in items):
+            return ("value", python_value(value))
+        if value and isinstance(value, dict) and all(type(k) is str for k in value):
+            return ("keys", _name(kind), tuple(value))  # (not numbers: a hook's key is its handle's id)
+        return ("len", _name(kind), len(value))
+    if python_value(value).startswith("object of "):
+        return ("class", _name(kind))
+    return ("value", python_value(value))
+
+
+def whole_value(value: object, depth: int = 3) -> str:
+    """``value`` with what it holds, to ``depth`` levels: a container's items, a plain object's attributes, each by
+    ``whole_value``; else as ``python_value``. For a value whose parts no path reads again (a function's default)."""
+    if depth == 0 or isinstance(value, torch.Tensor):
+        return python_value(value)
+    if isinstance(value, dict):
+        return f"{_name(type(value))}{{{', '.join(f'{k!r}: {whole_value(v, depth - 1)}' for k, v in value.items())}}}"
+    if isinstance(value, (list, tuple)):
+        return f"{_name(type(value))}[{', '.join(whole_value(v, depth - 1) for v in value)}]"
+    if python_value(value).startswith("object of ") and isinstance(getattr(value, "__dict__", None), dict):
+        return f"{python_value(value)}({whole_value(dict(vars(value)), depth - 1)})"
+    return python_value(value)
+
+
+def expect_whole(value: object) -> tuple:
+    """What a check expects of a value checked whole (``whole_value``)."""
+    return ("whole", whole_value(value))
+
+
+_CLASS_NAMES: dict[type, str] = {}
+
+
+def _class_name(value: object) -> str:
+    kind = type(value)
+    name = _CLASS_NAMES.get(kind)
+    if name is None:
+        name = _CLASS_NAMES[kind] = _name(kind)
+    return name
+
+
+def _predicate(var: str, expected: tuple, classes: dict[type, str]) -> str:
+    """``expected`` of the value in ``var`` as a Python expression; a class it names is compared by identity where it
+    imports (into ``classes``), else by name."""
+    kind, *what = expected
+    if kind == "is":
+        return f"{var} is {what[0]!r}"
+    if kind == "float":
+        return f"type({var}) is float and {var}.hex() == {what[0]!r}"
+    if kind == "plain":
+        return f"type({var}) is {what[0]} and {var} == {what[1]!r}"
+    if kind == "value" and what[0].startswith("class ") and (cls := _class_named(what[0][6:])) is not None:
+        return f"{var} is {classes.setdefault(cls, f'_class{len(classes)}')}"  # a class, by identity where it imports
+    if kind == "value":
+        return f"python_value({var}) == {what[0]!r}"
+    if kind == "whole":
+        return f"whole_value({var}) == {what[0]!r}"
+    cls = _class_named(what[0])
+    if cls is None:
+        same_class = f"_class_name({var}) == {what[0]!r}"
+    else:
+        same_class = f"type({var}) is {classes.setdefault(cls, f'_class{len(classes)}')}"
+    if kind == "keys":
+        return f"{same_class} and tuple({var}) == {what[1]!r}"
+    if kind == "len":
+        return f"{same_class} and not {var}" if what[1] == 0 else f"{same_class} and len({var}) == {what[1]!r}"
+    if kind == "strings":
+        items = f"tuple(sorted({var}))" if what[1] else f"tuple({var})"
+        return f"{same_class} and all(type(x) is str for x in {var}) and {items} == {what[2]!r}"
+    return same_class
+
+
+def _class_named(name: str) -> type | None:
+    """The class ``module.qualname`` names, where its module is imported and the name reaches it."""
+    module, _, qualname = name.rpartition(".")
+    while module and module not in sys.modules:
+        module, _, head = module.rpartition(".")
+        qualname = f"{head}.{qualname}"
+    at: object = sys.modules.get(module)
+    for part in qualname.split("."):
+        at = getattr(at, part, None)
+    return at if isinstance(at, type) and _name(at) == name else None
+
+
+def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
+    """The function that reads each value of ``spec`` again, each prefix of a path once, and returns the index of the
+    first that differs (-1: none); and the classes it names, each by the name it gives it."""
+    # builtins as arguments' defaults: local loads, not global lookups, thousands of times a call
+    lines, names, classes = ["def guard(roots, type=type, len=len, tuple=tuple, sorted=sorted):"], {}, {}
+
+    def var(root: int | str, steps: tuple) -> str:
+        at = (root,)
+        if at not in names:
+            names[at] = f"v{len(names)}"
+            read = f"roots[{root}]" if isinstance(root, int) else f"vars(sys.modules[{root!r}])"
+            lines.append(f"    {names[at]} = {read}")
+        for kind, key in steps:
+            prefix = (*at, (kind, key))
+            if prefix not in names:
+                names[prefix] = f"v{len(names)}"
+                if kind == "attr" and key.isidentifier() and not keyword.iskeyword(key):
+                    read = f"{names[at]}.{key}"  # a load, cheaper than a call of getattr
+                else:
+                    read = {"attr": "getattr({}, {!r})", "item": "{}[{!r}]", "has": "hasattr({}, {!r})",
+                            "nth": "list({}.values())[{!r}]"}[kind]  # fmt: skip
+                    read = read.format(names[at], key)
+                lines.append(f"    {names[prefix]} = {read}")
+            at = prefix
+        return names[at]
+
+    for i, (root, steps, expected) in enumerate(spec):
+        at = var(root, steps)
+        test = f"{at} is {var(*expected[1:])}" if expected[0] == "same" else _predicate(at, expected, classes)
+        lines += [f"    if not ({test}):", f"        return {i}"]
+    lines.append("    return -1")
+    return "\n".join(lines), classes
+
+
+_GUARDS: dict[int, tuple[tuple, Callable]] = {}  # id of a spec -> the spec (kept: its id stays its own), its guard
+
+
+def _guard(spec: tuple) -> Callable:
+    """The guard of a prologue's ``spec`` (the same constant at every call), made at its first call."""
+    known = _GUARDS.get(id(spec))
+    if known is None or known[0] is not spec:
+        known = _GUARDS[id(spec)] = (spec, _compiled_guard(spec))
+    return known[1]
+
+
+def _compiled_guard(spec: tuple) -> Callable:
+    source, classes = _guard_source(spec)
+    namespace = {"sys": sys, "_class_name": _class_name, "python_value": python_value, "whole_value": whole_value}
+    namespace.update((name, cls) for cls, name in classes.items())
+    exec(source, namespace)
+    return namespace["guard"]
+
+
+def read_path(obj: object, steps: tuple) -> object:
+    """What ``steps`` (``("attr" | "item" | "has" | "nth", key)``: ``nth``, a dict's value at a place) read from
+    ``obj``, as a guard reads it."""
+    at = obj
+    for kind, key in steps:
+        if kind == "has":
+            at = hasattr(at, key)
+        elif kind == "nth":
+            at = list(at.values())[key]
+        else:
+            at = getattr(at, key) if kind == "attr" else at[key]
+    return at
+
+
+class PythonValueChanged(ValueError):
+    """A value the compiled program was traced for reads otherwise now: a prologue's miss, never the user's error."""
+
+
+def failing(spec: tuple, roots: tuple) -> int:
+    """The index of the first check of ``spec`` that ``roots`` fail (-1: none), a check that cannot read failing."""
+    try:
+        return _compiled_guard(spec)(roots)
+    except Exception:  # noqa: BLE001  (the path that raised: the first that does not return)
+        for i in range(len(spec)):
+            try:
+                if _compiled_guard(spec[i : i + 1])(roots) >= 0:
+                    return i
+            except Exception:  # noqa: BLE001
+                return i
+        return -1
+
+
+def _check_python_values(spec: tuple, *roots: object) -> None:
+    """Each value of ``spec`` (``(root, steps, expected)``: read from ``roots[root]``, or from the globals of the module
+    named ``root``, by ``steps``) is as the compilation read it (``thunder026/python_guards.py``)."""
+    try:
+        differs = _guard(spec)(roots)
+    except Exception as e:  # a path that no longer reads: a miss
+        raise PythonValueChanged(f"a Python value the program was traced for cannot be read now: {e!r}") from None
+    if differs >= 0:
+        root, steps, expected = spec[differs]
+        raise PythonValueChanged(f"the Python value at {root}, {steps} is no longer {expected}")
+
+
+check_python_values = _check_operator(_check_python_values)
 
 
 class NonDenseWriteError(RuntimeError):

@@ -12,9 +12,18 @@ buffer. A and B are the same file, so they have the same cache key, and what B d
 cache must tell them apart by the state's digest (``thunder_ext/compile_cache/state.py``) or thunder's prologue.
 
 ``run_pair`` compiles A with ``thunder_ext.jit(..., compile_cache=True)`` over a fresh cache folder and calls it (the
-entry is saved), then compiles B with a fresh ``thunder_ext.jit`` over that folder and calls it once: B must equal
-eager (a third object built from B's parameters), whether it compiled or loaded A's entry. Pairs whose B equals A,
-or differs from it in tensor values only (a seed, a buffer's contents), must load: the fuzzer is not vacuous.
+entry is saved), then runs B three ways, each of which must equal eager, as a recompilation or as a correct reuse:
+
+1. a fresh ``thunder_ext.jit`` of B over that folder (against a third object built from B's parameters): the disk
+   cache's guard (the state digest and the prologue);
+2. A's jitted object called with B's inputs once B's ``build`` ran (B's globals, class attributes and companion
+   module's values), against an eager twin of A: thunder's in-memory cache and the prologue's checks;
+3. A's jitted object again, after A's object and its twin were edited alike in place to hold B's Python values
+   (attributes, submodules, hooks and configs; a function's defaults and cells; a partial's keywords), against the
+   twin.
+
+Pairs whose B equals A, or differs from it in tensor values only (a seed, a buffer's contents), must load: the
+fuzzer is not vacuous.
 
 ``FOUND_CASES`` are the places the first version of the state's digest did not see, each at its smallest (the
 fuzzer found them; they are regression cases now). Run by hand::
@@ -26,6 +35,8 @@ fuzzer found them; they are regression cases now). Run by hand::
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
 import gc
 import importlib.util
 import os
@@ -37,6 +48,7 @@ import tempfile
 import textwrap
 import time
 import traceback
+import types
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -583,15 +595,20 @@ def pairs(seed: int, n: int) -> Iterator[Pair]:
 @dataclass
 class Outcome:
     pair: Pair
-    equal: bool = False
+    equal: bool = False  # B by a fresh jit over A's cache folder equals eager B
     loaded: bool = False
     saved: bool = False  # A's compilation was saved
     error: str | None = None
     discarded: bool = False  # A or B fails under stock thunder.jit too: nothing of the cache's to check
+    # the same jitted object of A, called with B's inputs once B's build ran (B's globals, class attributes...):
+    # equal to an eager twin of A; then once both were edited in place to hold B's Python values: equal again
+    equal_same_object: bool = False
+    equal_edited: bool = False
 
     @property
     def wrong(self) -> bool:
-        return not self.discarded and (self.error is not None or not self.equal)
+        equal = self.equal and self.equal_same_object and self.equal_edited
+        return not self.discarded and (self.error is not None or not equal)
 
 
 def _import(name: str, path: Path):
@@ -618,8 +635,10 @@ def _state(obj: object) -> dict:
 
 
 def run_pair(pair: Pair, folder: Path) -> Outcome:
-    """A compiled and called over a fresh cache in ``folder``, then B by a fresh ``thunder_ext.jit`` over it, against
-    eager; the pair's modules are removed from ``sys.modules`` after."""
+    """A compiled and called over a fresh cache in ``folder``; then B three ways, each against eager: by a fresh
+    ``thunder_ext.jit`` over that folder, through A's jitted object once B's build ran, and through A's jitted object
+    after an edit in place that makes A's object (and its eager twin) hold B's Python values. The pair's modules are
+    removed from ``sys.modules`` after."""
     folder.mkdir(parents=True, exist_ok=True)
     names = [pair.name] + ([f"{pair.name}_cfg"] if pair.cfg_source else [])
     outcome = Outcome(pair)
@@ -632,12 +651,16 @@ def run_pair(pair: Pair, folder: Path) -> Outcome:
         os.environ["THUNDER_EXT_CACHE_DIR"] = str(folder / "cache")
         with torch.no_grad():
             a, args_a = module.build(pair.params_a)
+            eager_a = copy.deepcopy(a)  # A's twin, called as A is: its buffers written as A's
+            jitted_a = thunder_ext.jit(a, compile_cache=True)
             try:
-                thunder_ext.jit(a, compile_cache=True)(*args_a)
+                jitted_a(*args_a)
             except Exception:
                 outcome.discarded = _stock_fails(module, pair.params_a)
                 raise
+            eager_a(*module.build(pair.params_a)[1])
             outcome.saved = any((folder / "cache").glob("*/*.entry"))
+            # 1. a fresh jit over the folder
             b, args_b = module.build(pair.params_b)
             jitted = thunder_ext.jit(b, compile_cache=True)
             try:
@@ -648,13 +671,55 @@ def run_pair(pair: Pair, folder: Path) -> Outcome:
             outcome.loaded = thunder_ext.cache_loads(jitted) > 0
             eager, args_e = module.build(pair.params_b)
             want = eager(*args_e)
-        outcome.equal = _same(got, want) and _same(args_b, args_e) and _same(_state(b), _state(eager))
+            outcome.equal = _same(got, want) and _same(args_b, args_e) and _same(_state(b), _state(eager))
+            # 2. A's jitted object, with B's inputs, B's globals and class attributes
+            got, want = jitted_a(*module.build(pair.params_b)[1]), eager_a(*module.build(pair.params_b)[1])
+            outcome.equal_same_object = _same(got, want) and _same(_state(a), _state(eager_a))
+            # 3. A's object and its eager twin edited alike, in place, to hold B's Python values
+            _edit_in_place(a, module.build(pair.params_b)[0])
+            _edit_in_place(eager_a, module.build(pair.params_b)[0])
+            got, want = jitted_a(*module.build(pair.params_b)[1]), eager_a(*module.build(pair.params_b)[1])
+            outcome.equal_edited = _same(got, want) and _same(_state(a), _state(eager_a))
     except Exception:
         outcome.error = traceback.format_exc(limit=-8)
     finally:
         for name in names:
             sys.modules.pop(name, None)
     return outcome
+
+
+def _edit_in_place(a: object, b: object) -> None:
+    """Make ``a`` hold ``b``'s Python values, ``a`` itself edited: a module's attributes (configs, functions,
+    hooks, ``training``), each submodule of the same class edited so, one of another class (or new) put in its
+    place, its tensors with it; another object's attributes; a function's defaults and closure cells; a partial's
+    keywords. The parameters and buffers of a module edited so stay ``a``'s (B differs in a Python value; a
+    parameter rebound is ``tests/test_python_guards.py``'s)."""
+    if isinstance(a, types.MethodType):
+        _edit_in_place(a.__self__, b.__self__)
+    elif isinstance(a, functools.partial):
+        a.keywords.clear()
+        a.keywords.update(b.keywords)
+        _edit_in_place(a.func, b.func)
+    elif isinstance(a, types.FunctionType):
+        a.__defaults__, a.__kwdefaults__ = b.__defaults__, b.__kwdefaults__
+        for mine, theirs in zip(a.__closure__ or (), b.__closure__ or ()):
+            mine.cell_contents = theirs.cell_contents
+    elif isinstance(a, torch.nn.Module):
+        kept = ("_parameters", "_buffers", "_modules")
+        for name in [n for n in vars(a) if n not in vars(b) and n not in kept]:
+            del vars(a)[name]
+        vars(a).update((n, v) for n, v in vars(b).items() if n not in kept)
+        for name in [n for n in a._modules if n not in b._modules]:
+            del a._modules[name]
+        for name, theirs in b._modules.items():
+            mine = a._modules.get(name)
+            if mine is not None and type(mine) is type(theirs):
+                _edit_in_place(mine, theirs)
+            else:
+                a._modules[name] = theirs
+    else:
+        vars(a).clear()
+        vars(a).update(vars(b))
 
 
 def _stock_fails(module, params: dict) -> bool:
@@ -708,7 +773,8 @@ class Summary:
         lines += [f"  NOT LOADED: {', '.join(o.pair.name for o in self.not_loaded)}"] if self.not_loaded else []
         lines += [f"  A NOT SAVED: {', '.join(unsaved)}"] if unsaved else []
         for o in self.wrong[:shown]:
-            what = o.error or f"B {'loaded A' if o.loaded else 'compiled'} and differs from eager"
+            what = o.error or (f"B by a fresh jit {'loaded A' if o.loaded else 'compiled'}: equal {o.equal}; through "
+                               f"A's jitted object: equal {o.equal_same_object}, after the edit {o.equal_edited}")
             lines += ["", f"WRONG: {o.pair.name}: {what}", o.pair.show()]
         return "\n".join(lines)
 
@@ -743,7 +809,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.show:
             return 0
         outcome = run_pair(pair, Path(tempfile.mkdtemp(prefix="guard-fuzz-")) / pair.name)
-        print(f"equal {outcome.equal}, loaded {outcome.loaded}, saved {outcome.saved}\n{outcome.error or ''}")
+        print(f"equal {outcome.equal} (through A's jitted object {outcome.equal_same_object}, after the edit "
+              f"{outcome.equal_edited}), loaded {outcome.loaded}, saved {outcome.saved}\n{outcome.error or ''}")
         return int(outcome.wrong)
     summary = run_pairs(args.seed, args.pairs)
     print(summary.report())

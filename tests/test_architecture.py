@@ -23,7 +23,8 @@ from thunder_ext.transforms.pipeline import PIPELINE, Hook
 # but for thunder_ext's own modules, which are two (the primitive and what every layer may use; the entry
 # points), and the command line, which runs the demo and the benchmarks.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("thunder_ext.primitive", "thunder_ext.inplace_errors", "thunder_ext.logs", "thunder_ext.hooks")),
+    ("base", ("thunder_ext.primitive", "thunder_ext.inplace_errors", "thunder_ext.logs", "thunder_ext.hooks",
+              "thunder_ext.libraries")),
     ("executors", ("thunder_ext.executors",)),
     ("thunder 0.2.6 glue", ("thunder_ext.thunder026",)),
     ("transforms", ("thunder_ext.transforms",)),

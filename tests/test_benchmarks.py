@@ -11,6 +11,7 @@ from thunder_ext.benchmarks import (
     entry_points,
     generate,
     generate_session,
+    guard_cost,
     hf_generate,
     kv_cache_write,
     warm_start,
@@ -274,3 +275,16 @@ def test_warm_start_says_how_long_its_loads_checked_the_models_state():
     ]  # fmt: skip
     assert warm_start._summary(logged) == "1 compiled, 2 loaded (state checked in 0.20 s)"
     assert warm_start._summary(logged[:1]) == "1 compiled, 0 loaded"
+
+
+@pytest.mark.parametrize(
+    "on, off, met",
+    [(0.0102, 0.0100, True),  # 2% exactly
+     (0.0103, 0.0100, False)],  # over
+)  # fmt: skip
+def test_guard_cost_targets_follow_the_measurements(on, off, met):
+    result = guard_cost.Result({"guards on": on, "guards off": off}, {"guards on": on, "guards off": off}, 2963,
+                               0.0003, True)  # fmt: skip
+    table = guard_cost.report({("demo", 4): result})
+    assert [t.met for t in table.targets] == [met, met], [t.text for t in table.targets]
+    assert table.rows[0][-1] == "yes" and table.rows[0][-3] == "2963"

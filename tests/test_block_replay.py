@@ -39,10 +39,31 @@ def hows(jitted) -> list[str]:
 
 def prologue_statements(jitted) -> set[str]:
     """The prologue's unpacking of the module's tensors and values, and its checks, each once, with the numbered
-    names of values (``i53``, ``f472``, ``m6``) made anonymous: replay names them anew."""
+    names of values (``i53``, ``f472``, ``m6``) made anonymous: replay names them anew. The Python guards' check is
+    compared apart (``guarded_values``)."""
     lines = str(thunder.last_prologue_traces(jitted)[-1]).splitlines()
     kept = {re.sub(r"\b[a-z]+\d+\b", "n", line.split("#")[0].strip()) for line in lines}
-    return {s for s in kept if "check_" in s or "get_parameter" in s or "get_buffer" in s}
+    return {s for s in kept if ("check_" in s or "get_parameter" in s or "get_buffer" in s)
+            and "check_python_values" not in s}  # fmt: skip
+
+
+def guarded_values(jitted) -> set[tuple]:
+    """The values the Python guards' check reads again, each path with ``x.__dict__[k]`` as ``x.k`` (the entry either
+    reads). A replay checks each value the interpretation does; it may check more (each of a replayed block's values
+    is read again as it reads on that block, those its interpretation found through another block's wrapper too)."""
+    (guard,) = [b for b in thunder.last_prologue_traces(jitted)[-1].bound_symbols if b.sym.name == "check_python_values"]
+    return {(root, _entries(steps), (*e[:2], _entries(e[2])) if (e := expected)[0] == "same" else e)
+            for root, steps, expected in guard.args[0]}  # fmt: skip
+
+
+def _entries(steps: tuple) -> tuple:
+    out = []
+    for step in steps:
+        if out and out[-1] == ("attr", "__dict__") and step[0] == "item":
+            out[-1] = ("attr", step[1])
+        else:
+            out.append(step)
+    return tuple(out)
 
 
 def decode_pair(n_layer: int = 3, **overrides):
@@ -73,6 +94,7 @@ def test_a_replayed_litgpt_model_is_the_interpreted_one(caplog, executor_set):
                 assert hows(replayed) == ["interpreted"] + ["replayed"] * (n_layer - 1)
                 assert traced_blocks(interpreted) is None  # replay off: the lookaside interprets, records nothing
                 assert prologue_statements(replayed) == prologue_statements(interpreted)
+                assert guarded_values(replayed) >= guarded_values(interpreted)
             ours = [(d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(replayed)]
             assert ours == [(d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(interpreted)]
             assert len(ours) == 2 * n_layer and all(d[0] != "copy" for d in ours)  # k and v of each layer, in place
@@ -125,6 +147,7 @@ def assert_hf_decoder_replays(compiled) -> None:
     assert_close(got, hf_forward(model, ids))
     assert hows(replayed) == ["interpreted", "replayed", "replayed"]
     assert prologue_statements(replayed) == prologue_statements(interpreted)
+    assert guarded_values(replayed) >= guarded_values(interpreted)
 
 
 def test_a_replayed_hf_decoder_is_the_interpreted_one():

@@ -45,6 +45,7 @@ from thunder.core.symbol import Symbol
 from thunder.extend import Executor
 
 from thunder_ext.compile_cache.store import FORMAT
+from thunder_ext.libraries import own_folders
 from thunder_ext.thunder026.cache_entries import COMPILED, NONE, NotStorable, Program, executor_name, imported
 
 _PRIMITIVE = (bool, int, float, str, type(None))
@@ -162,16 +163,6 @@ def _source_digest() -> str:
 
 
 @functools.cache
-def own_folders() -> tuple[str, ...]:
-    """The folders of the extension's source (``thunder_ext`` and the packages installed under it from
-    ``transforms/`` and ``executors/``), which the key's digest pins."""
-    import thunder_ext.executors
-    import thunder_ext.transforms
-
-    return tuple(root for package in (thunder_ext, thunder_ext.transforms, thunder_ext.executors)
-                 for root in package.__path__)  # fmt: skip
-
-
 def _name_of(obj: object) -> str:
     return f"{getattr(obj, '__module__', '?')}:{getattr(obj, '__qualname__', type(obj).__qualname__)}"
 

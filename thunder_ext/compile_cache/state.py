@@ -43,7 +43,7 @@ from collections.abc import Iterator
 
 import torch
 
-from thunder_ext.compile_cache.key import own_folders
+from thunder_ext.libraries import in_library
 from thunder_ext.thunder026.cache_entries import NotStorable
 
 _PRIMITIVE = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis))
@@ -51,7 +51,6 @@ _BY_NAME = (types.ModuleType, types.BuiltinFunctionType, types.BuiltinMethodType
             types.MethodDescriptorType, types.MethodWrapperType, torch.dtype, torch.device, torch.layout)  # fmt: skip
 # a lock's state (held or not) steers no traced code, and its repr names its owner: by its type alone
 _BY_TYPE = (type(threading.Lock()), type(threading.RLock()))
-_LIBRARIES = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 def state_digest(obj: object) -> str:
@@ -60,23 +59,6 @@ def state_digest(obj: object) -> str:
     for token in _State().tokens(obj, "the compiled object"):
         digest.update(token.encode() + b"\0")
     return digest.hexdigest()
-
-
-def _in_library(obj: types.FunctionType | type | types.ModuleType) -> bool:
-    """Whether ``obj``'s code lies in an installed package, Python's library or the extension (or in no file: a
-    builtin module), which the versions and the key pin: named, not digested. The extension's own folders are named
-    too: it is often installed editable, outside ``site-packages``."""
-    pinned = _pinned()
-    if isinstance(obj, (type, types.ModuleType)):
-        module = obj if isinstance(obj, types.ModuleType) else sys.modules.get(obj.__module__)
-        path = getattr(module, "__file__", None)
-        return path is None or path.startswith(pinned)
-    return obj.__code__.co_filename.startswith(pinned)
-
-
-@functools.cache
-def _pinned() -> tuple[str, ...]:
-    return _LIBRARIES + tuple(os.path.join(folder, "") for folder in own_folders())
 
 
 def _name(obj: object) -> str:
@@ -98,12 +80,12 @@ class _State:
         if isinstance(obj, _BY_TYPE):
             yield type(obj).__name__
             return
-        if isinstance(obj, types.ModuleType) and not _in_library(obj):
+        if isinstance(obj, types.ModuleType) and not in_library(obj):
             pass  # a module of the user's: by its attributes, below
         elif isinstance(obj, _BY_NAME) or isinstance(obj, enum.Enum):
             yield f"{type(obj).__name__}:{_name(obj) if isinstance(obj, types.ModuleType) else repr(obj)}"
             return
-        if isinstance(obj, (types.FunctionType, type)) and _in_library(obj):
+        if isinstance(obj, (types.FunctionType, type)) and in_library(obj):
             yield f"library {type(obj).__name__}:{_name(obj)}"
             return
         if id(obj) in self.seen:

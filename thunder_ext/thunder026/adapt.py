@@ -103,6 +103,7 @@ from thunder_ext.thunder026 import (
     block_replay,
     constraints,
     interpreted_code,
+    python_guards,
     rematerialization,
     traced_call,
     zero_dim_gradients,
@@ -153,6 +154,7 @@ def _adapt_once() -> None:
     interpreted_code.install()  # a code object's instructions decoded once; the files of a compilation's code
     traced_call.install()  # the traced call's lists, tuples and dicts kept, in the extension's compilations only
     zero_dim_gradients.install()  # a 0-d tensor's gradient summed to its shape, in the extension's compilations
+    python_guards.install()  # every Python value read checked at each call, in the extension's compilations only
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
 

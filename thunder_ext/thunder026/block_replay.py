@@ -64,6 +64,7 @@ from thunder.core.pytree import tree_flatten, tree_flatten_with_dataclass, tree_
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
+from thunder_ext.thunder026 import python_guards
 from thunder_ext.thunder026.replay_keys import (
     ModuleKey,
     NotReplayable,
@@ -137,6 +138,7 @@ class _Record:
     argument_leaves: list = field(default_factory=list)
     module_tensors: list[tuple[Any, tuple[Step, ...]]] = field(default_factory=list)  # (Variable, access path)
     checked_values: list[tuple[Step, ...]] = field(default_factory=list)  # access paths of the prologue's checks
+    python_checks: list = field(default_factory=list)  # and of the Python values ``python_guards`` checks
     made: list[Proxy] = field(default_factory=list)  # what the call's bound symbols make, subsymbols' too
     output: Any = None
 
@@ -305,7 +307,7 @@ def _record(state: _Compilation, wrapped_self: WrappedValue, args, kwargs, modul
     for m in self_.modules():
         record.member_dicts.update((id(m._parameters), id(m._buffers), id(m._modules), id(m.__dict__)))
     member_writes = sum(map(len, ctx._additional_outputs.values()))
-    start, checks = len(trace.bound_symbols), len(ctx._constraints)
+    start, checks, python_checks = len(trace.bound_symbols), len(ctx._constraints), python_guards.mark()
     state.recording = record
     try:
         result = _interpret(wrapped_self, args, kwargs)
@@ -324,6 +326,7 @@ def _record(state: _Compilation, wrapped_self: WrappedValue, args, kwargs, modul
         try:
             uargs, ukwargs = tuple(map(unwrap, args)), {k: unwrap(v) for k, v in kwargs.items()}
             _finish(record, ctx._constraints[checks:], trace.bound_symbols[start:], uargs, ukwargs, result)
+            record.python_checks = python_guards.relative(record.root, python_checks, access_path)
         except NotReplayable as e:
             record.refuse(str(e))
     return result
@@ -373,6 +376,8 @@ def _replay(record: _Record, wrapped_self: WrappedValue, leaves: list) -> Wrappe
         swap[v] = p
     for steps in record.checked_values:  # and the checks of its own values
         _run_path(reached, steps)
+    if not python_guards.replay(wrapped_self, record.python_checks):
+        raise NotReplayable("the block has no access path for the checks of its Python values")
     # fresh names for everything the call makes, subsymbols' values too (executors flatten them)
     swap.update((variableify(p), p.replace(name=None)) for p in record.made)
     get_tracectx().peek_scope().extend(_swapped(b, swap) for b in record.bsyms)

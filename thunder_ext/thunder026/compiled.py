@@ -4,6 +4,11 @@
   and submodules (``_module_cache``, private: its only setter is construction) when it is made, and its
   prologue reads them there; a KV cache that grows gives it new buffers and caches. Retired by: a
   ``ThunderModule`` that reads its module's submodules at each call, or a public way to refresh them.
+- ``synced_members``: a ``ThunderModule``'s prologue unpacks its module's submodules, parameters and buffers from
+  that snapshot, while the interpreter traces the module itself: a submodule replaced or a parameter rebound after
+  the snapshot was traced as the new one and run with the old one (stock thunder computes with the old weights). The
+  extension's compilations make the snapshot the module's again, and their prologues check that it still is.
+  Retired by: the same.
 - ``compiled_module``: the module a ``ThunderModule`` compiles (``_model``). Retired by: a public accessor.
 - ``thunderfx_backend``: the ``ThunderCompiler`` a ``thunderfx`` result compiles with (``_backend``). Retired by: a
   public accessor.
@@ -14,7 +19,10 @@
 
 from __future__ import annotations
 
+import weakref
+
 import torch
+from thunder.core.compile_data import get_compile_data
 from thunder.core.module import ThunderModule
 from thunder.dynamo import ThunderCompiler
 from thunder.dynamo.compiler import ThunderFXCompiledObject
@@ -35,6 +43,50 @@ def refresh_thunder_module(model: ThunderModule, buffers: dict[str, torch.Tensor
     for name, tensor in buffers.items():
         model.set_buffer(name, tensor)
     model._module_cache.update(compiled_module(model).named_modules())
+
+
+_SNAPSHOTS = {"_module_cache": "_modules", "_overrides_parameters": "_parameters", "_overrides_buffers": "_buffers"}
+# per ThunderModule, the snapshot's entries that were not the module's when first synced: a transform's (thunder's
+# ``transform_module`` sets them, a quantized weight say), which stay as it set them
+_TRANSFORMS_OWN: weakref.WeakKeyDictionary[ThunderModule, frozenset[tuple[str, str]]] = weakref.WeakKeyDictionary()
+Steps = tuple[tuple[str, str], ...]
+
+
+def thunder_module_compiling(module: object) -> ThunderModule | None:
+    """The ``ThunderModule`` of the compilation under way whose module is ``module``, if any."""
+    tm = get_compile_data()._thunder_module_map.get(id(module))
+    return tm if isinstance(tm, ThunderModule) and tm._model is module else None
+
+
+def synced_members(model: ThunderModule) -> list[tuple[Steps, Steps]]:
+    """Make ``model``'s snapshot its module's submodules, parameters and buffers again (but a transform's entries),
+    and return each entry that is the module's as two paths: from the module (``_modules``, ``_parameters`` and
+    ``_buffers`` items) and from ``model`` (its snapshot's item)."""
+    live = {kind: dict(members()) for kind, members in (("_module_cache", model._model.named_modules),
+            ("_overrides_parameters", model._model.named_parameters),
+            ("_overrides_buffers", model._model.named_buffers))}  # fmt: skip
+    own = _TRANSFORMS_OWN.get(model)
+    if own is None:
+        own = _TRANSFORMS_OWN[model] = frozenset(
+            (kind, name) for kind, members in live.items() for name, v in getattr(model, kind).items()
+            if members.get(name) is not v
+        )  # fmt: skip
+    paths = []
+    for kind, members in live.items():
+        snapshot = getattr(model, kind)  # changed in place: thunder's methods hold it
+        kept = {name: v for name, v in snapshot.items() if (kind, name) in own}
+        snapshot.clear()
+        snapshot.update(members)
+        snapshot.update(kept)
+        paths += [(_member_path(kind, name), (("attr", kind), ("item", name)))
+                  for name in members if name and (kind, name) not in own]  # fmt: skip
+    return paths
+
+
+def _member_path(kind: str, name: str) -> Steps:
+    *modules, last = name.split(".")
+    steps = tuple(step for m in modules for step in (("attr", "_modules"), ("item", m)))
+    return (*steps, ("attr", _SNAPSHOTS[kind]), ("item", last))
 
 
 def share_compile_data(holder: object, jitted: object) -> None:
