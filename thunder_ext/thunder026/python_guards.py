@@ -59,6 +59,7 @@ _ROOTS = frozenset({"INPUT_FN", "INPUT_ARGS", "INPUT_KWARGS"})
 _THUNDERS = (bool, int, float, str, complex, slice, torch.device)
 # decided by the class of the object they belong to, or read again as what they hold
 _BY_CLASS = (types.MethodWrapperType, types.CellType)
+_UNNOTED = (Proxy, *_BY_CLASS)  # a proxy: thunder's prologue checks it
 # values whose identity means nothing: two paths to one of them are not one object read twice
 _VALUES = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device)
 # the dunder attributes a path reads through; any other (``__getattr__``, ``__func__``, a library's ``__globals__``)
@@ -237,7 +238,9 @@ def _noting_reads(wrap: Callable) -> Callable:
 
     def wrapping(value, /, *, provenance: ProvenanceRecord):
         result = wrap(value, provenance=provenance)
-        if not isinstance(value, WrappedValue) and not _NAMESPACE_FILLED.get() and compiling_with_extension():
+        if provenance.inst is PseudoInst.CONSTANT or isinstance(value, WrappedValue) or _NAMESPACE_FILLED.get():
+            return result  # a constant has no path; a value already wrapped was noted when it was
+        if compiling_with_extension():
             if provenance.inst is PseudoInst.INPUT_FN:
                 _reads().compiled = value
             if id(value) in _READERS or type(value) in _READER_TYPES:
@@ -282,7 +285,7 @@ def _note(held: object, pr: ProvenanceRecord, first: ProvenanceRecord) -> None:
     first read (by ``pr``'s path: then thunder's callback saw it, and proxied a number read by a path its prologue
     unpacks; by another: everything read from it goes by that one, so this one is checked to reach the same object)."""
     inst = _inst(pr)
-    if inst in _ROOTS or inst == "CONSTANT" or isinstance(held, (Proxy, *_BY_CLASS)):
+    if inst in _ROOTS or inst == "CONSTANT" or isinstance(held, _UNNOTED):
         return
     reads = _reads()
     if inst == "BINARY_SUBSCR" and _inst(pr.inputs[0]) == "LOAD_ATTR" and _const(pr.inputs[0].inputs[1]) == "__globals__":

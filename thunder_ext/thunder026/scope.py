@@ -28,11 +28,21 @@ class ExtensionTransform(Transform):
         self.traced_blocks: TracedBlocks | None = None  # of the compilation being traced, or the last one
 
 
+_FOUND = "_thunder_ext_transform"
+
+
 def extension_transform() -> ExtensionTransform | None:
-    """The ``ExtensionTransform`` of the compilation thunder is tracing now, if it has one."""
-    # thunder.dynamo's splitter checks each node under a CompileData made without ``transforms``
-    transforms = getattr(get_compile_data(), "transforms", ())
-    return next((t for t in transforms if isinstance(t, ExtensionTransform)), None)
+    """The ``ExtensionTransform`` of the compilation thunder is tracing now, if it has one (once found, kept on the
+    compile data: the interpreter asks at every value it reads, and a transform once added stays)."""
+    cd = get_compile_data()
+    found = getattr(cd, _FOUND, None)
+    if found is None:
+        # thunder.dynamo's splitter checks each node under a CompileData made without ``transforms``
+        transforms = getattr(cd, "transforms", None) or ()
+        found = next((t for t in transforms if isinstance(t, ExtensionTransform)), None)
+        if found is not None:
+            setattr(cd, _FOUND, found)
+    return found
 
 
 def compiling_with_extension() -> bool:
