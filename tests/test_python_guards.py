@@ -5,7 +5,9 @@ Each case is a value thunder 0.2.6's prologue does not check (stock ``thunder.ji
 ``test_stock_thunder_runs_the_old_program_for_these_edits``): a None, a list's length, a submodule's class, a
 submodule replaced or a parameter rebound (the ``ThunderModule``'s snapshot of them), a function held in an attribute, the sign of a zero, a global and an attribute of a global object, a value read
 through ``vars``, an attribute that was absent, a hook, a class attribute, a function's default, a block's own config
-on a replayed block; and weights tied when compiled.
+on a replayed block; and weights tied when compiled. A value read any way Python reads one (``vars``, ``attrgetter``,
+``object.__getattribute__``, ``type()``...) is checked by the path it was read; a weight a transform gave the
+``ThunderModule`` stays the transform's.
 """
 
 from __future__ import annotations
@@ -129,6 +131,50 @@ def test_an_edit_after_the_first_call_compiles_again_and_matches_eager(edit):
         assert thunder.cache_misses(jitted) == 2
 
 
+class Holder:
+    c = 2.0  # read as a class attribute
+
+
+# each way Python reads an attribute or an item that the interpreter runs opaquely or rewrites
+READS = {
+    "attribute": lambda m: m.o.k,
+    "vars": lambda m: vars(m.o)["k"],
+    "__dict__": lambda m: m.o.__dict__["k"],
+    "vars().get": lambda m: vars(m.o).get("k"),
+    "attrgetter of a dotted name": lambda m: operator.attrgetter("o.k")(m),
+    "attrgetter": lambda m: operator.attrgetter("k")(m.o),
+    "itemgetter": lambda m: operator.itemgetter("k")(vars(m.o)),
+    "object.__getattribute__": lambda m: object.__getattribute__(m.o, "k"),
+    "getattr": lambda m: getattr(m.o, "k"),
+    "type()": lambda m: type(m.o).c,
+    "__class__": lambda m: m.o.__class__.c,
+}
+
+
+@pytest.mark.parametrize("read", list(READS))
+def test_a_value_read_any_way_is_checked_by_the_path_it_was_read(read):
+    class Reading(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.o = Holder()
+            self.o.k = 2.0
+
+        def forward(self, x):
+            return x * READS[read](self)
+
+    model, x = Reading(), torch.ones(2)
+    jitted = thunder_ext.jit(model)
+    with torch.no_grad():
+        jitted(x)
+        model.o.k = 3.0
+        Holder.c = 3.0
+        try:
+            torch.testing.assert_close(jitted(x), model(x))
+        finally:
+            Holder.c = 2.0
+    assert thunder.cache_misses(jitted) == 2
+
+
 @pytest.mark.parametrize("edit", ["a None config value set", "a list grown", "a submodule of another class",
                                   "a submodule of its class, with other weights"])
 def test_stock_thunder_runs_the_old_program_for_these_edits(edit):
@@ -200,3 +246,24 @@ def test_a_loaded_entry_is_guarded_as_a_compiled_one(tmp_path, monkeypatch):
         model.sizes.append(3.0)
         torch.testing.assert_close(jitted(x), model(x))
         assert thunder.cache_misses(jitted) == 2
+
+
+class Halving(thunder.core.transforms.Transform):
+    """A transform that gives the compiled module a weight of its own, as thunder's quantization does."""
+
+    def transform_module(self, model) -> None:
+        model._overrides_parameters["lin.weight"] = torch.nn.Parameter(model._model.lin.weight.detach() / 2)
+
+
+def test_a_weight_a_transform_gave_the_thunder_module_stays_its_own():
+    """The snapshot is made the module's again at each compilation, and checked at each call, but for the entries a
+    transform set: the call computes with the transform's weight, and compiles once."""
+    torch.manual_seed(0)
+    model, x = torch.nn.Sequential(), torch.randn(2, 4)
+    model.lin = torch.nn.Linear(4, 4)
+    jitted = thunder_ext.jit(model, transforms=[Halving()])
+    with torch.no_grad():
+        want = torch.nn.functional.linear(x, model.lin.weight / 2, model.lin.bias)
+        torch.testing.assert_close(jitted(x), want)
+        torch.testing.assert_close(jitted(x), want)
+    assert thunder.cache_misses(jitted) == 1
