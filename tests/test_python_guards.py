@@ -248,16 +248,15 @@ def test_a_loaded_entry_is_guarded_as_a_compiled_one(tmp_path, monkeypatch):
         assert thunder.cache_misses(jitted) == 2
 
 
-class Halving(thunder.core.transforms.Transform):
-    """A transform that gives the compiled module a weight of its own, as thunder's quantization does."""
-
-    def transform_module(self, model) -> None:
-        model._overrides_parameters["lin.weight"] = torch.nn.Parameter(model._model.lin.weight.detach() / 2)
-
-
 def test_a_weight_a_transform_gave_the_thunder_module_stays_its_own():
     """The snapshot is made the module's again at each compilation, and checked at each call, but for the entries a
     transform set: the call computes with the transform's weight, and compiles once."""
+
+    class Halving(thunder.core.transforms.Transform):  # (not a global: Model.forward's vars() reads them all)
+        """Gives the compiled module a weight of its own, as thunder's quantization does."""
+
+        def transform_module(self, model) -> None:
+            model._overrides_parameters["lin.weight"] = torch.nn.Parameter(model._model.lin.weight.detach() / 2)
     torch.manual_seed(0)
     model, x = torch.nn.Sequential(), torch.randn(2, 4)
     model.lin = torch.nn.Linear(4, 4)
