@@ -343,13 +343,18 @@ def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
     return "\n".join(lines), classes
 
 
-_GUARDS: dict[int, tuple[tuple, Callable]] = {}  # id of a spec -> the spec (kept: its id stays its own), its guard
+# id of a spec -> the spec (kept: its id stays its own) and its guard, the most recently made last; at most
+# _GUARDS_KEPT (a process that compiles without end keeps no spec forever: one made again costs a compile of it)
+_GUARDS: dict[int, tuple[tuple, Callable]] = {}
+_GUARDS_KEPT = 256
 
 
 def _guard(spec: tuple) -> Callable:
     """The guard of a prologue's ``spec`` (the same constant at every call), made at its first call."""
     known = _GUARDS.get(id(spec))
     if known is None or known[0] is not spec:
+        while len(_GUARDS) >= _GUARDS_KEPT:
+            del _GUARDS[next(iter(_GUARDS))]
         known = _GUARDS[id(spec)] = (spec, _compiled_guard(spec))
     return known[1]
 

@@ -266,3 +266,17 @@ def test_a_weight_a_transform_gave_the_thunder_module_stays_its_own():
         torch.testing.assert_close(jitted(x), want)
         torch.testing.assert_close(jitted(x), want)
     assert thunder.cache_misses(jitted) == 1
+
+
+def test_a_process_keeps_a_bounded_number_of_guards_and_makes_an_evicted_one_again(monkeypatch):
+    """Each prologue's guard is made at its first call and kept by its spec; a process that compiles without end
+    keeps at most ``_GUARDS_KEPT`` (each holds its spec), and a guard evicted is made again, the same."""
+    from thunder_ext.executors import checks
+
+    monkeypatch.setattr(checks, "_GUARDS", {})
+    monkeypatch.setattr(checks, "_GUARDS_KEPT", 3)
+    roots = (Holder(),)
+    specs = [((0, (("attr", "c"),), ("float", float(i).hex())),) for i in range(5)]
+    assert [checks._guard(spec)(roots) for spec in specs] == [0, 0, -1, 0, 0]  # Holder.c is 2.0
+    assert len(checks._GUARDS) == 3 and id(specs[0]) not in checks._GUARDS
+    assert checks._guard(specs[2])(roots) == -1 and checks._guard(specs[0])(roots) == 0
