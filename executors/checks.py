@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import torch
 from thunder.core import prims
+from thunder.core.module import get_thunder_module
 from thunder.core.pytree import tree_flatten
 from thunder.core.symbol import Symbol
 
@@ -237,17 +238,34 @@ def expect(value: object) -> tuple:
 
 
 def whole_value(value: object, depth: int = 3) -> str:
-    """``value`` with what it holds, to ``depth`` levels: a container's items, a plain object's attributes, each by
-    ``whole_value``; else as ``python_value``. For a value whose parts no path reads again (a function's default)."""
+    """``value`` with what it holds, to ``depth`` levels: a container's items, a plain object's attributes, a
+    function's closure cells and defaults, a bound method's object, a partial's parts, each by ``whole_value``; else
+    as ``python_value``. For a value whose parts no path reads again (a function's default)."""
     if depth == 0 or isinstance(value, torch.Tensor):
         return python_value(value)
+    inner = functools.partial(whole_value, depth=depth - 1)
     if isinstance(value, dict):
-        return f"{_name(type(value))}{{{', '.join(f'{k!r}: {whole_value(v, depth - 1)}' for k, v in value.items())}}}"
+        return f"{_name(type(value))}{{{', '.join(f'{k!r}: {inner(v)}' for k, v in value.items())}}}"
     if isinstance(value, (list, tuple)):
-        return f"{_name(type(value))}[{', '.join(whole_value(v, depth - 1) for v in value)}]"
+        return f"{_name(type(value))}[{', '.join(map(inner, value))}]"
+    if isinstance(value, types.FunctionType):
+        cells = [_cell(c) for c in value.__closure__ or ()]
+        return (f"{python_value(value)}(cells {inner(cells)}, defaults {inner(value.__defaults__)}, "
+                f"keyword defaults {inner(value.__kwdefaults__)})")  # fmt: skip
+    if isinstance(value, types.MethodType):
+        return f"method {inner(value.__func__)} of {inner(value.__self__)}"
+    if isinstance(value, functools.partial):
+        return f"partial({inner(value.func)}; {inner(value.args)}; {inner(value.keywords)})"
     if python_value(value).startswith("object of ") and isinstance(getattr(value, "__dict__", None), dict):
-        return f"{python_value(value)}({whole_value(dict(vars(value)), depth - 1)})"
+        return f"{python_value(value)}({inner(dict(vars(value)))})"
     return python_value(value)
+
+
+def _cell(cell: types.CellType) -> object:
+    try:
+        return cell.cell_contents
+    except ValueError:  # empty
+        return types.CellType
 
 
 def expect_whole(value: object) -> tuple:
@@ -309,17 +327,25 @@ def _class_named(name: str) -> type | None:
     return at if isinstance(at, type) and _name(at) == name else None
 
 
+# where a check's path starts: a root of the prologue's call, a module's globals by its name, or ("thunder module",
+# i): the ThunderModule compiling root i
+Root = int | str | tuple[str, int]
+
+
 def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
     """The function that reads each value of ``spec`` again, each prefix of a path once, and returns the index of the
     first that differs (-1: none); and the classes it names, each by the name it gives it."""
     # builtins as arguments' defaults: local loads, not global lookups, thousands of times a call
     lines, names, classes = ["def guard(roots, type=type, len=len, tuple=tuple, sorted=sorted):"], {}, {}
 
-    def var(root: int | str, steps: tuple) -> str:
+    def var(root: Root, steps: tuple) -> str:
         at = (root,)
         if at not in names:
             names[at] = f"v{len(names)}"
-            read = f"roots[{root}]" if isinstance(root, int) else f"vars(sys.modules[{root!r}])"
+            if isinstance(root, tuple):  # the ThunderModule of a root (the prologue runs with its compile data)
+                read = f"get_thunder_module(roots[{root[1]}])"
+            else:
+                read = f"roots[{root}]" if isinstance(root, int) else f"vars(sys.modules[{root!r}])"
             lines.append(f"    {names[at]} = {read}")
         for kind, key in steps:
             prefix = (*at, (kind, key))
@@ -361,7 +387,8 @@ def _guard(spec: tuple) -> Callable:
 
 def _compiled_guard(spec: tuple) -> Callable:
     source, classes = _guard_source(spec)
-    namespace = {"sys": sys, "_class_name": _class_name, "python_value": python_value, "whole_value": whole_value}
+    namespace = {"sys": sys, "_class_name": _class_name, "python_value": python_value, "whole_value": whole_value,
+                 "get_thunder_module": get_thunder_module}  # fmt: skip
     namespace.update((name, cls) for cls, name in classes.items())
     exec(source, namespace)
     return namespace["guard"]
@@ -400,8 +427,9 @@ def failing(spec: tuple, roots: tuple) -> int:
 
 
 def _check_python_values(spec: tuple, *roots: object) -> None:
-    """Each value of ``spec`` (``(root, steps, expected)``: read from ``roots[root]``, or from the globals of the module
-    named ``root``, by ``steps``) is as the compilation read it (``thunder026/python_guards.py``)."""
+    """Each value of ``spec`` (``(root, steps, expected)``: read from ``roots[root]``, from the globals of the module
+    named ``root``, or from the ThunderModule of ``roots[i]`` for ``("thunder module", i)``, by ``steps``) is as the
+    compilation read it (``thunder026/python_guards.py``)."""
     try:
         differs = _guard(spec)(roots)
     except Exception as e:  # a path that no longer reads: a miss

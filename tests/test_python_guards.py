@@ -3,11 +3,12 @@ call, makes the next call compile again, and it computes what eager does; an unc
 
 Each case is a value thunder 0.2.6's prologue does not check (stock ``thunder.jit`` runs the old program for it,
 ``test_stock_thunder_runs_the_old_program_for_these_edits``): a None, a list's length, a submodule's class, a
-submodule replaced or a parameter rebound (the ``ThunderModule``'s snapshot of them), a function held in an attribute, the sign of a zero, a global and an attribute of a global object, a value read
-through ``vars``, an attribute that was absent, a hook, a class attribute, a function's default, a block's own config
-on a replayed block; and weights tied when compiled. A value read any way Python reads one (``vars``, ``attrgetter``,
-``object.__getattribute__``, ``type()``...) is checked by the path it was read; a weight a transform gave the
-``ThunderModule`` stays the transform's.
+submodule replaced or a parameter rebound (the ``ThunderModule``'s snapshot of them), a function held in an
+attribute, the sign of a zero, a global and an attribute of a global object, a value read through ``vars``, an
+attribute that was absent, a hook, a class attribute, a function's default (a closure's cell too), a block's own
+config on a replayed block; and weights tied when compiled. A value read any way Python reads one (``vars``,
+``attrgetter``, ``object.__getattribute__``, ``type()``...) is checked by the path it was read; a weight a
+transform gave the ``ThunderModule`` stays the transform's.
 """
 
 from __future__ import annotations
@@ -33,9 +34,16 @@ class Options:
 OPTIONS = Options()
 
 
-def _scaler():
-    def scale(t, k=1.0):
+def _times(k):
+    def times(t):
         return t * k
+
+    return times
+
+
+def _scaler():
+    def scale(t, k=1.0, then=_times(1.0)):
+        return then(t * k)
 
     return scale
 
@@ -100,7 +108,8 @@ EDITS = {
     "an absent attribute set": lambda m: setattr(m, "extra", 7.0),
     "a class attribute set": _with_class_attribute,
     "a hook registered": lambda m: m.lin.register_forward_hook(lambda mod, args, out: out * 2.0),
-    "a function's default": lambda m: setattr(m.scale, "__defaults__", (3.0,)),
+    "a function's default": lambda m: setattr(m.scale, "__defaults__", (3.0, _times(1.0))),
+    "a closure held as a default, its cell another": lambda m: setattr(m.scale, "__defaults__", (1.0, _times(2.0))),
 }
 
 

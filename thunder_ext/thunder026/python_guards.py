@@ -74,6 +74,7 @@ _TYPE = dict(zip(interpreter._type_lookaside.__code__.co_freevars, interpreter._
 _READERS = frozenset(map(id, (vars, type, getattr, object.__getattribute__)))
 _READER_TYPES = (operator.attrgetter, operator.itemgetter)
 Step = tuple[str, object]  # ("attr", name), ("item", key), ("nth", place) of a dict's values, or ("has", name)
+Steps = tuple[Step, ...]
 Path = tuple[ProvenanceRecord | str, tuple[Step, ...]]  # from a root record, or from a module's globals (its name)
 
 
@@ -106,7 +107,7 @@ def _function(pr: ProvenanceRecord, reads: _Reads) -> object:
     return reads.readers[id(pr)][1] if id(pr) in reads.readers else _const(pr)
 
 
-def _called(fn: object, args: list[ProvenanceRecord], reads: _Reads) -> tuple[ProvenanceRecord, tuple[Step, ...]] | None:
+def _called(fn: object, args: list[ProvenanceRecord], reads: _Reads) -> tuple[ProvenanceRecord, Steps] | None:
     """The argument a call of the C function ``fn`` on ``args`` reads from, and the reads it is: ``vars(x)`` is
     ``x.__dict__``, ``type(x)`` is ``x.__class__``, ``attrgetter("a.b")(x)`` is ``x.a.b``, ``itemgetter(k)(x)`` is
     ``x[k]``, ``object.__getattribute__(x, "a")`` and ``getattr(x, "a")`` are ``x.a``; None for any other call.
@@ -288,8 +289,9 @@ def _note(held: object, pr: ProvenanceRecord, first: ProvenanceRecord) -> None:
     if inst in _ROOTS or inst == "CONSTANT" or isinstance(held, _UNNOTED):
         return
     reads = _reads()
-    if inst == "BINARY_SUBSCR" and _inst(pr.inputs[0]) == "LOAD_ATTR" and _const(pr.inputs[0].inputs[1]) == "__globals__":
-        _note_globals(pr.inputs[0], reads)
+    holder = pr.inputs[0] if inst == "BINARY_SUBSCR" else None
+    if holder is not None and _inst(holder) == "LOAD_ATTR" and _const(holder.inputs[1]) == "__globals__":
+        _note_globals(holder, reads)
     if (path := _path(pr, reads)) is None or path[1][-1:] == (("attr", "__dict__"),):
         return  # no path; or an object's namespace, whose entries are checked as they are read
     other = path if first is pr else _path(first, reads)
@@ -429,12 +431,10 @@ def _constraint(checks: list[Check], compiled: object, args: tuple, kwargs: dict
         spec.append((*literal(c.path), expected))
     if isinstance(compiled, torch.nn.Module) and (tm := thunder_module_compiling(compiled)) is not None:
         # the ThunderModule's snapshot, which its prologue unpacks, is the module's that was traced, and stays so
+        # (reached from the module at each call, not unpacked: thunder's distributed transforms allow one ThunderModule)
         module = literal((ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[]), ()))[0]
-        fresh = ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[])
-        fresh.ext_flag |= jit_ext.EXT_FLAG_IS_MODULE  # unpacked as the ThunderModule
-        proxies.append(Proxy(prefix="root", history=fresh))
-        held.append(tm)
-        spec += [(module, live, ("same", len(held) - 1, snapshot)) for live, snapshot in synced_members(tm)]
+        snapshots = ("thunder module", module)
+        spec += [(module, live, ("same", snapshots, snapshot)) for live, snapshot in synced_members(tm)]
     return (check_python_values, _holding(_without_implied_classes(spec, held), tuple(held)), *proxies)
 
 
@@ -462,7 +462,8 @@ def _without_implied_classes(spec: list[tuple], roots: list) -> tuple:
 def _holding(spec: tuple, roots: tuple) -> tuple:
     """``spec`` without the checks that fail on ``roots`` now, each logged (at DEBUG)."""
     while (differs := failing(spec, roots)) >= 0:
-        logger.debug("thunder_ext: a Python value read otherwise by thunder's interpreter, not checked: %s", spec[differs])
+        logger.debug("thunder_ext: a Python value read otherwise by thunder's interpreter, not checked: %s",
+                     spec[differs])  # fmt: skip
         spec = spec[:differs] + spec[differs + 1 :]
     return spec
 
@@ -546,4 +547,5 @@ def install() -> None:
     lookasides[getattr] = _noting_absent(lookasides[getattr], _getattr_present)
     lookasides[hasattr] = _noting_absent(lookasides[hasattr], _hasattr_present)
     jit_ext.unpack_inputs = _adding_the_check(jit_ext.unpack_inputs)
-    interpreter._setup_frame_and_run_python_function = _noting_defaults(interpreter._setup_frame_and_run_python_function)
+    setup = interpreter._setup_frame_and_run_python_function
+    interpreter._setup_frame_and_run_python_function = _noting_defaults(setup)
