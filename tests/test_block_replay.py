@@ -300,6 +300,7 @@ def test_blocks_that_differ_only_in_what_they_never_read_are_replayed(how):
          "shared-tensor-reassigned-between-calls", "per-layer-value-read-by-vars", "per-layer-value-read-by-attrgetter",
          "per-layer-value-read-by-object-getattribute", "shared-state-read-by-vars"],
 )  # fmt: skip
+@pytest.mark.executor_sets("defaults")  # CI time: what is interpreted is decided while tracing, before any executor
 def test_a_block_that_a_replay_would_trace_differently_is_interpreted(model, expected, reason, caplog):
     caplog.set_level(logging.INFO, logger="thunder_ext")
     assert replayed_matches_eager(model()) == expected
