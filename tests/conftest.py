@@ -30,12 +30,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "executor_sets(*names): run the test under these executor sets only")
     config.addinivalue_line("markers", "single_threaded: run the test in a process of one Python thread")
     # Every test compiles afresh, and no run shares the compile cache with another or with the user's: the
-    # cache is as by default (off), in a folder of this run's own; tests/test_compile_cache.py turns it on. Where
-    # THUNDER_EXT_TESTS_CACHE names a folder, the cache is on there (tests/test_warm_cache.py runs tests twice so).
+    # cache is on only where a test asks (opt-in), in a folder of this run's own; tests/test_compile_cache.py turns
+    # it on. Where THUNDER_EXT_TESTS_CACHE names a folder, the cache is on there (tests/test_warm_cache.py runs tests
+    # twice so).
     if os.environ.get("THUNDER_EXT_TESTS_CACHE"):
         os.environ.update(THUNDER_EXT_CACHE="1", THUNDER_EXT_CACHE_DIR=os.environ["THUNDER_EXT_TESTS_CACHE"])
     else:
-        os.environ.pop("THUNDER_EXT_CACHE", None)
+        os.environ["THUNDER_EXT_CACHE"] = "opt-in"
         os.environ["THUNDER_EXT_CACHE_DIR"] = tempfile.mkdtemp(prefix="thunder-ext-cache-")
     if os.environ.get("PYTEST_XDIST_WORKER"):  # `-n 2` on two cores: a thread each, not two threads each
         torch.set_num_threads(1)

@@ -274,7 +274,8 @@ def test_a_device_the_benchmarks_cannot_use_is_one_line_with_exit_status_2():
 @pytest.mark.parametrize("name, value, error", [
     ("THUNDER_EXT_CACHE_MAX_MB", "lots", "THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, 0 or more, got "
                                          "'lots' (unset: 1024)"),
-    ("THUNDER_EXT_CACHE", "maybe", "THUNDER_EXT_CACHE must be 1 (on), 0 (off) or verify, got 'maybe'"),
+    ("THUNDER_EXT_CACHE", "maybe",
+     "THUNDER_EXT_CACHE must be 1 (on, the default), 0 (off), opt-in or verify, got 'maybe'"),
 ])  # fmt: skip
 def test_a_wrong_cache_setting_is_one_line_with_exit_status_2(name, value, error):
     done = cli_run("cache", **{name: value})
@@ -295,12 +296,13 @@ def test_the_cache_command_says_a_folder_others_may_write_leaves_the_cache_off_a
 
 
 @pytest.mark.executor_sets("defaults")
-def test_the_demo_with_the_cache_on_in_a_folder_others_may_write_stops_before_compiling(shared_folder):
-    done = cli_run("demo", THUNDER_EXT_CACHE="1", THUNDER_EXT_CACHE_DIR=str(shared_folder))
+@pytest.mark.parametrize("setting", ["1", ""])  # "": as by default
+def test_the_demo_with_the_cache_on_in_a_folder_others_may_write_stops_before_compiling(shared_folder, setting):
+    done = cli_run("demo", THUNDER_EXT_CACHE=setting, THUNDER_EXT_CACHE_DIR=str(shared_folder))
     assert done.returncode == 2 and stderr_lines(done) == [
-        f"thunder-ext demo: error: the compile cache (THUNDER_EXT_CACHE=1) would be off: not using {shared_folder}: "
-        f"it may be written by other users; chmod 700 {shared_folder}, or set THUNDER_EXT_CACHE_DIR to a folder of "
-        "your own"
+        f"thunder-ext demo: error: the compile cache (on) would be off: not using {shared_folder}: it may be written "
+        f"by other users; chmod 700 {shared_folder}, or set THUNDER_EXT_CACHE_DIR to a folder of your own, or "
+        "THUNDER_EXT_CACHE=0 to turn the cache off"
     ]  # fmt: skip
     assert list(shared_folder.iterdir()) == []
 
@@ -347,10 +349,11 @@ def test_listing_the_cache_names_a_damaged_entry_and_removes_nothing(tmp_path, m
 
 @pytest.mark.executor_sets("defaults")  # compiles nothing
 @pytest.mark.parametrize("setting, state", [
-    (None, "off (THUNDER_EXT_CACHE is unset: on where a compilation asks"),
+    (None, "on (the default; THUNDER_EXT_CACHE=0 turns it off)"),
+    ("opt-in", "off (THUNDER_EXT_CACHE=opt-in: on only where a compilation asks"),
     ("0", "off (THUNDER_EXT_CACHE=0: for every compilation, compile_cache=True included)"),
 ])  # fmt: skip
-def test_the_cache_command_says_why_the_cache_is_off(setting, state, tmp_path, monkeypatch, capsys):
+def test_the_cache_command_says_whether_the_cache_is_on_and_why(setting, state, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("THUNDER_EXT_CACHE", raising=False)  # suite.main, which tests above run, sets it
     if setting is not None:

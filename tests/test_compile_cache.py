@@ -190,16 +190,23 @@ def test_verify_compiles_afresh_and_says_whether_the_stored_entry_is_that_compil
     assert entry_files(project) == [path]  # verifying replaces nothing
 
 
-def test_by_default_nothing_is_saved_or_loaded_and_compile_cache_true_opts_in(cold):
+def test_by_default_a_compilation_is_saved_and_loaded_and_opt_in_saves_only_what_asks(cold):
     project, _ = cold
     unset = {k: v for k, v in env_of(project).items() if k != "THUNDER_EXT_CACHE"}
-    default = run(project, env=unset)
-    assert default["misses"] == 1 and not loaded(default)
-    assert not any("compile cache" in m for m in default["logs"]), default["logs"]
     (project / "cache").rename(project / "other")
-    asked = run(project, env=unset, compile_cache=True)
+    saved = run(project, env=unset)
+    assert any("saved to the compile cache" in m for m in saved["logs"]) and len(entry_files(project)) == 1
+    default = run(project, env=unset)
+    assert loaded(default), default["logs"]
+    assert_same_computation(saved, default)
+    (project / "cache").rename(project / "third")
+    opt_in = {**unset, "THUNDER_EXT_CACHE": "opt-in"}
+    unasked = run(project, env=opt_in)
+    assert unasked["misses"] == 1 and not loaded(unasked) and not entry_files(project)
+    assert not any("compile cache" in m for m in unasked["logs"]), unasked["logs"]
+    asked = run(project, env=opt_in, compile_cache=True)
     assert any("saved to the compile cache" in m for m in asked["logs"]) and len(entry_files(project)) == 1
-    assert_same_computation(default, asked)
+    assert_same_computation(unasked, asked)
 
 
 def test_the_file_holds_no_tensor_data_only_programs_and_names(cold):
@@ -565,8 +572,10 @@ def test_the_folder_follows_the_settings(monkeypatch, tmp_path):
     assert store.folder() == tmp_path / "mine"
 
 
-def test_the_cache_is_off_unless_asked_and_thunder_ext_cache_0_wins(monkeypatch):
+def test_the_cache_is_on_unless_said_off_and_thunder_ext_cache_0_wins(monkeypatch):
     monkeypatch.delenv("THUNDER_EXT_CACHE", raising=False)
+    assert [store.enabled(asked) for asked in (None, True, False)] == [True, True, False]
+    monkeypatch.setenv("THUNDER_EXT_CACHE", "opt-in")
     assert [store.enabled(asked) for asked in (None, True, False)] == [False, True, False]
     for on in ("1", "on", "True"):
         monkeypatch.setenv("THUNDER_EXT_CACHE", on)
@@ -575,7 +584,8 @@ def test_the_cache_is_off_unless_asked_and_thunder_ext_cache_0_wins(monkeypatch)
         monkeypatch.setenv("THUNDER_EXT_CACHE", off)
         assert (store.enabled(), store.enabled(True)) == (False, False)
     monkeypatch.setenv("THUNDER_EXT_CACHE", "lots")
-    with pytest.raises(ValueError, match="THUNDER_EXT_CACHE must be 1 \\(on\\), 0 \\(off\\) or verify, got 'lots'"):
+    settings = "1 \\(on, the default\\), 0 \\(off\\), opt-in or verify"
+    with pytest.raises(ValueError, match=f"THUNDER_EXT_CACHE must be {settings}, got 'lots'"):
         store.enabled()
 
 

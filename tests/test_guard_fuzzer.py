@@ -30,9 +30,9 @@ SEED = int(os.environ.get("THUNDER_EXT_GUARD_FUZZ_SEED", "0"))
 
 @pytest.fixture
 def cache_env(tmp_path, monkeypatch):
-    """The cache as the suite leaves it (off unless asked, in a folder of this test's), restored after: each pair
-    points ``THUNDER_EXT_CACHE_DIR`` at a folder of its own."""
-    monkeypatch.delenv("THUNDER_EXT_CACHE", raising=False)
+    """The cache as the suite leaves it (on only where a compilation asks, in a folder of this test's), restored
+    after: each pair points ``THUNDER_EXT_CACHE_DIR`` at a folder of its own."""
+    monkeypatch.setenv("THUNDER_EXT_CACHE", "opt-in")
     monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path
 

@@ -18,8 +18,8 @@
   recipe on any device with that cache as ``generate()``'s default (``thunder_ext.integrations.hf_transformers``;
   imports transformers when first asked for).
 
-Compilations can be kept on disk, and a later process loads them instead of tracing (``thunder_ext.compile_cache``;
-off by default, on with ``THUNDER_EXT_CACHE=1``; ``thunder-ext cache`` lists and clears it).
+Compilations are kept on disk, and a later process loads them instead of tracing (``thunder_ext.compile_cache``;
+``THUNDER_EXT_CACHE=0`` turns it off; ``thunder-ext cache`` lists and clears it).
 
 The integrations (``thunder_ext.integrations``) plug into the core through ``thunder_ext.hooks``; the demo, the
 command line and the pytest plugin are in ``thunder_ext.tools``.

@@ -44,9 +44,10 @@ def jit(
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to
     the PyTorch executor (docs/gpu.md).
 
-    ``compile_cache=True``: each compilation is saved on disk, and a later process that makes the same one loads it
-    instead of tracing (``thunder_ext.compile_cache``). Off by default (None follows ``THUNDER_EXT_CACHE``, unset
-    or ``0``: off, ``1``: on), because thunder's prologue does not check every value a trace read.
+    ``compile_cache``: each compilation is saved on disk, and a later process that makes the same one loads it
+    instead of tracing (``thunder_ext.compile_cache``). None follows ``THUNDER_EXT_CACHE`` (unset or ``1``: on,
+    ``0``: off, ``opt-in``: off but where asked); ``False`` turns it off for this function, ``True`` on unless
+    ``THUNDER_EXT_CACHE=0``.
 
     ``fn`` may be the ``step`` of a ``torch.optim`` SGD, Adam or AdamW: its functional update is jitted
     (``thunder_ext.integrations.optim``, through ``HOOKS.jit_replacements``). What an integration does once

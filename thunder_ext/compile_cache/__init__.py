@@ -8,10 +8,10 @@ entry's traces are compiled afresh where they are looked at (``loaded_traces.py`
 and the code files each entry depends on (``key.py``) hold what no prologue checks; the files on disk follow
 ``store.py``'s rules (trusted, atomic, checked, least recently used goes first).
 
-Off by default, until what it reuses is guarded by every value a trace read (thunder's prologue checks only
-some): on with ``THUNDER_EXT_CACHE=1`` or ``thunder_ext.jit(..., compile_cache=True)``; off everywhere with
-``THUNDER_EXT_CACHE=0`` (``store.enabled``); listed and cleared by ``thunder-ext cache`` and ``thunder-ext cache
-clear``.
+On by default (each entry is guarded by every value its trace read, ``thunder026/python_guards.py``, and by the
+Python state its object reaches, ``state.py``); off for one compilation with ``compile_cache=False``, everywhere
+with ``THUNDER_EXT_CACHE=0``, and only where a compilation asks with ``THUNDER_EXT_CACHE=opt-in``
+(``store.enabled``); listed and cleared by ``thunder-ext cache`` and ``thunder-ext cache clear``.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def unavailable(compiled: Sequence[Callable]) -> str | None:
     if torch.cuda.is_initialized():
         return "this process holds a CUDA context, which a forked process cannot use"
     if not all(cached(f) for f in compiled):
-        return "the compile cache, which brings the entries back, is off (the default; THUNDER_EXT_CACHE=1 turns it on)"
+        return "the compile cache, which brings the entries back, is off (THUNDER_EXT_CACHE or compile_cache=False)"
     return None
 
 

@@ -2,11 +2,11 @@
 
 Settings, read at each use (a program or a test may change them):
 
-- ``THUNDER_EXT_CACHE``: ``1`` turns the cache on for every compilation that does not say ``compile_cache=False``;
-  ``0`` turns it off everywhere, ``compile_cache=True`` included; unset, it is on only where a compilation asks
-  (``thunder_ext.jit(..., compile_cache=True)``). Off by default: an entry runs where thunder's prologue accepts the
-  call, and thunder 0.2.6's prologue does not check every value a trace read (a config's number, a list's
-  length), so a stored program could run for a model it was not compiled for (docs/design.md, the compile cache);
+- ``THUNDER_EXT_CACHE``: unset or ``1``, the cache is on for every compilation that does not say
+  ``compile_cache=False``; ``0`` turns it off everywhere, ``compile_cache=True`` included; ``opt-in``, it is on only
+  where a compilation asks (``thunder_ext.jit(..., compile_cache=True)``); ``verify``, each call compiles afresh and
+  is compared with its entry. An entry runs only where the Python state its object reaches is the one it compiled
+  for, and its prologue's checks pass (``thunder026/python_guards.py``: every value the trace read);
 - ``THUNDER_EXT_CACHE_DIR``: the folder; else ``$XDG_CACHE_HOME/thunder_ext``, else ``~/.cache/thunder_ext``;
 - ``THUNDER_EXT_CACHE_MAX_MB``: the size limit (default 1024): after each save the least recently used entries are
   removed until the cache is within it.
@@ -49,17 +49,16 @@ _SUFFIX = ".entry"
 DEFAULT_MAX_MB = 1024
 
 
-_ON, _OFF, _VERIFY = ("1", "true", "on", "yes"), ("0", "false", "off", "no"), "verify"
+_ON, _OFF, _VERIFY, _OPT_IN = ("1", "true", "on", "yes"), ("0", "false", "off", "no"), "verify", "opt-in"
 
 
 def enabled(requested: bool | None = None) -> bool:
     """Whether a compilation uses the cache, given its own ``compile_cache=`` (None where it says nothing):
-    ``THUNDER_EXT_CACHE=0`` wins, then ``requested``, then ``THUNDER_EXT_CACHE=1`` (or ``verify``); off where none
-    says so."""
+    ``THUNDER_EXT_CACHE=0`` wins, then ``requested``; then on but with ``THUNDER_EXT_CACHE=opt-in``."""
     value = _setting()
     if value in _OFF:
         return False
-    return requested if requested is not None else value in (*_ON, _VERIFY)
+    return requested if requested is not None else value != _OPT_IN
 
 
 def verifying() -> bool:
@@ -70,8 +69,8 @@ def verifying() -> bool:
 
 def _setting() -> str:
     value = os.environ.get("THUNDER_EXT_CACHE", "").strip().lower()
-    if value not in ("", *_ON, *_OFF, _VERIFY):
-        raise ValueError(f"THUNDER_EXT_CACHE must be 1 (on), 0 (off) or verify, got {value!r}")
+    if value not in ("", *_ON, *_OFF, _VERIFY, _OPT_IN):
+        raise ValueError(f"THUNDER_EXT_CACHE must be 1 (on, the default), 0 (off), opt-in or verify, got {value!r}")
     return value
 
 

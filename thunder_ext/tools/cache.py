@@ -43,11 +43,11 @@ def state(on: bool) -> str:
     """Whether the cache is on, and which setting says so: where it is off, how to turn it on."""
     value = os.environ.get("THUNDER_EXT_CACHE", "").strip()
     if on:
-        return f"on (THUNDER_EXT_CACHE={value})"
-    if value:
-        return f"off (THUNDER_EXT_CACHE={value}: for every compilation, compile_cache=True included)"
-    return ("off (THUNDER_EXT_CACHE is unset: on where a compilation asks, thunder_ext.jit(..., compile_cache=True); "
-            "THUNDER_EXT_CACHE=1 turns it on for all)")  # fmt: skip
+        return f"on (THUNDER_EXT_CACHE={value})" if value else "on (the default; THUNDER_EXT_CACHE=0 turns it off)"
+    if value.lower() == "opt-in":
+        return ("off (THUNDER_EXT_CACHE=opt-in: on only where a compilation asks, thunder_ext.jit(..., "
+                "compile_cache=True); unset, it is on for all)")  # fmt: skip
+    return f"off (THUNDER_EXT_CACHE={value}: for every compilation, compile_cache=True included)"
 
 
 if __name__ == "__main__":

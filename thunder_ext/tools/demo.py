@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> None:
     for name, model in models.items():
         # the estimates: a 2-core CPU, one thread
         compiling = name != "eager"
-        cached = " (a second where the compile cache, off by default, holds it)" if name == "thunder_ext.jit" else ""
+        cached = " (a second where the compile cache holds it)" if name == "thunder_ext.jit" else ""
         estimate = "about 15-30 s: thunder compiles the prefill" + cached if compiling else "a second"
         first = lambda m=model, g=name == "thunder_ext.jit": Decoder(m, prompt, growing=g)  # noqa: E731
         decoders[name] = timed(f"{name}: prefill and first token", estimate, first)

@@ -49,7 +49,7 @@ def check_cache_settings(parser: argparse.ArgumentParser, *, uses_cache: bool) -
         fail(parser, f"THUNDER_EXT_CACHE_MAX_MB must be a number of megabytes, 0 or more, got {limit!r} (unset: "
                      f"{store.DEFAULT_MAX_MB})")  # fmt: skip
     if uses_cache and on and (why := store.refusal()) is not None:
-        fail(parser, f"the compile cache (THUNDER_EXT_CACHE=1) would be off: {why}")
+        fail(parser, f"the compile cache (on) would be off: {why}, or THUNDER_EXT_CACHE=0 to turn the cache off")
 
 
 def _number(text: str) -> float:
