@@ -75,7 +75,7 @@ _READERS = frozenset(map(id, (vars, type, getattr, object.__getattribute__)))
 _READER_TYPES = (operator.attrgetter, operator.itemgetter)
 Step = tuple[str, object]  # ("attr", name), ("item", key), ("nth", place) of a dict's values, or ("has", name)
 Steps = tuple[Step, ...]
-Path = tuple[ProvenanceRecord | str, tuple[Step, ...]]  # from a root record, or from a module's globals (its name)
+Path = tuple[ProvenanceRecord | str, Steps]  # from a root record, or from a module's globals (its name)
 
 
 @dataclass
@@ -88,7 +88,7 @@ class Check:
     path: Path
     expected: tuple
     record: ProvenanceRecord | None
-    after: tuple[Step, ...] = ()
+    after: Steps = ()
     other_record: ProvenanceRecord | None = None
     held: object = None
 
@@ -411,7 +411,7 @@ def _constraint(checks: list[Check], compiled: object, args: tuple, kwargs: dict
     proxies: list[Proxy] = []
     held: list[object] = []  # each root's object in this call
 
-    def literal(path: Path) -> tuple[int | str, tuple[Step, ...]]:
+    def literal(path: Path) -> tuple[int | str, Steps]:
         root, steps = path
         if isinstance(root, str):
             return root, steps
@@ -468,7 +468,7 @@ def _holding(spec: tuple, roots: tuple) -> tuple:
     return spec
 
 
-def _record(pr: ProvenanceRecord, steps: tuple[Step, ...]) -> ProvenanceRecord:
+def _record(pr: ProvenanceRecord, steps: Steps) -> ProvenanceRecord:
     for kind, key in steps:
         inst = PseudoInst.LOAD_ATTR if kind == "attr" else PseudoInst.BINARY_SUBSCR
         pr = ProvenanceRecord(inst, inputs=[pr, ProvenanceRecord(PseudoInst.CONSTANT, inputs=[], value=key)])
@@ -490,7 +490,7 @@ def relative(root: ProvenanceRecord, since: int, access_path: Callable) -> list[
     (``access_path`` raises where a value comes from the block otherwise: not replayable)."""
     block = _path(root, _reads())
 
-    def steps_of(path: Path, record: ProvenanceRecord | None, after: tuple[Step, ...]) -> tuple[Step, ...] | None:
+    def steps_of(path: Path, record: ProvenanceRecord | None, after: Steps) -> Steps | None:
         if block is not None:
             inside = path[0] is block[0] and path[1][: len(block[1])] == block[1]
             return path[1][len(block[1]) :] if inside else None
