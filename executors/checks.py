@@ -344,8 +344,10 @@ def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
             names[at] = f"v{len(names)}"
             if isinstance(root, tuple):  # the ThunderModule of a root (the prologue runs with its compile data)
                 read = f"get_thunder_module(roots[{root[1]}])"
+            elif isinstance(root, int):
+                read = f"roots[{root}]"
             else:
-                read = f"roots[{root}]" if isinstance(root, int) else f"vars(sys.modules[{root!r}])"
+                read = f"vars(sys.modules[{root!r}])"
             lines.append(f"    {names[at]} = {read}")
         for kind, key in steps:
             prefix = (*at, (kind, key))
