@@ -10,12 +10,13 @@ updates their rows only: ``targets.json`` keeps each case's targets with the run
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
@@ -106,12 +107,30 @@ def targets_page(record: dict[str, dict]) -> str:
 def main(argv: Sequence[str] | None = None, prog: str = "thunder-ext bench") -> None:
     args = parse(argv, prog)
     require("thunder-ext bench")
+    with _settings_of_the_run(args.threads):
+        _run(args, argv, prog)
+
+
+@contextlib.contextmanager
+def _settings_of_the_run(threads: int) -> Iterator[None]:
+    """torch's ``threads``, and the compile cache off: every case measures compilations as a process without it
+    makes them (fresh processes inherit this; warm_start fills and reads caches of its own). The process's
+    environment and threads are restored after, for a caller that goes on (a test, a notebook): a test after a
+    run in its process found the cache off (2026-12-01)."""
+    env, threads_before = dict(os.environ), torch.get_num_threads()
+    torch.set_num_threads(threads)
+    os.environ["THUNDER_EXT_CACHE"] = "0"
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+        torch.set_num_threads(threads_before)
+
+
+def _run(args: argparse.Namespace, argv: Sequence[str] | None, prog: str) -> None:
     from tqdm import tqdm  # after the check that it is installed
 
-    torch.set_num_threads(args.threads)
-    # every case measures compilations as a process without the compile cache makes them (fresh processes inherit
-    # this); warm_start fills and reads caches of its own
-    os.environ["THUNDER_EXT_CACHE"] = "0"
     start = time.perf_counter()
     where = machine(args.device)
     configs = {name: CASES[name].configs(args.quick) for name in args.cases}

@@ -82,6 +82,25 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 @pytest.fixture(autouse=True)
+def leaves_the_process_settings_as_it_found_them():
+    """A test that changes a setting of this process for the tests after it (an environment variable of thunder's
+    or the extension's, torch's thread count) fails itself: else a later test in its worker fails, or passes, by
+    the order xdist deals them (``suite.main`` left ``THUNDER_EXT_CACHE=0`` behind, and a compile cache test of a
+    later file found the cache off, 2026-12-01). Not torch's variables: Inductor sets its cache folder's at its
+    first compilation. Torn down after ``monkeypatch``, which restores."""
+
+    def settings() -> dict:
+        env = {k: v for k, v in os.environ.items() if k.startswith("THUNDER")}
+        return {**env, "torch threads": str(torch.get_num_threads())}
+
+    before = settings()
+    yield
+    after = settings()
+    changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert not changed, f"the test left these settings changed (before, after): {changed}"
+
+
+@pytest.fixture(autouse=True)
 def executor_set(request: pytest.FixtureRequest):
     """The name of the executor set this test runs under; thunder's defaults hold it meanwhile."""
     name = request.param

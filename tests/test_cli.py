@@ -355,7 +355,7 @@ def test_listing_the_cache_names_a_damaged_entry_and_removes_nothing(tmp_path, m
 ])  # fmt: skip
 def test_the_cache_command_says_whether_the_cache_is_on_and_why(setting, state, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("THUNDER_EXT_CACHE", raising=False)  # suite.main, which tests above run, sets it
+    monkeypatch.delenv("THUNDER_EXT_CACHE", raising=False)
     if setting is not None:
         monkeypatch.setenv("THUNDER_EXT_CACHE", setting)
     cache.main([])
