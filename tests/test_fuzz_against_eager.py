@@ -19,7 +19,8 @@ back, and the order all of it then runs in, on a CPU.
 A failing program is printed as Python and saved to ``tests/fuzz_regressions/`` (``fake_nvfuser/``
 there for the second test), headed by the error it raised: at once as found, then replaced by its shrunk
 form when shrinking ends. Every file there is replayed by ``test_regression`` on each run, so commit it
-with the fix (and a header saying what it found).
+with the fix (and a header saying what it found): under every scheduler on thunder's defaults, under the one its
+text picks on the torch.compile executor (every pair on a long run).
 """
 
 import os
@@ -189,8 +190,21 @@ def _regressions() -> list:
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
-@pytest.mark.parametrize(("path", "fusion"), _regressions())
+def _under_each_scheduler(params: list) -> list:
+    """Each saved program under every scheduler on thunder's defaults, and on the other executor sets under the one
+    its text picks (``Program.scheduler``, as the random tests pick; CI time: each is an Inductor compilation there,
+    and every scheduler still runs there, each on a share of the programs); a long run, every pair on every set."""
+    cases = []
+    for param in params:
+        own = Program(param.values[0].read_text()).scheduler
+        for scheduler in SCHEDULERS:
+            narrowed = [] if LONG_RUN or scheduler is own else [pytest.mark.executor_sets("defaults")]
+            cases.append(pytest.param(*param.values, scheduler, id=f"{param.id}-{scheduler.__name__}",
+                                      marks=[*param.marks, *narrowed]))  # fmt: skip
+    return cases
+
+
+@pytest.mark.parametrize(("path", "fusion", "scheduler"), _under_each_scheduler(_regressions()))
 def test_regression(path: Path, fusion, scheduler, executor_set: str, request: pytest.FixtureRequest):
     source = path.read_text()
     _mark_if_known_failure_under(source, executor_set, request, scheduler)
@@ -202,12 +216,10 @@ GRAD_REGRESSION_PARAMS = [
 ]
 
 
-@pytest.mark.parametrize("scheduler", SCHEDULERS, ids=lambda s: s.__name__)
-@pytest.mark.parametrize("path", GRAD_REGRESSION_PARAMS)
+@pytest.mark.parametrize(("path", "scheduler"), _under_each_scheduler(GRAD_REGRESSION_PARAMS))
 def test_regression_with_inputs_that_require_grad(
     path: Path, scheduler, executor_set: str, request: pytest.FixtureRequest
 ):
-    # under each scheduler, as test_regression: the one a program was found under follows its text, header included
     source = path.read_text()
     _mark_if_known_failure_under(source, executor_set, request, scheduler)
     check_against_eager(Program(source), scheduler, grad=GradSetting.of(source))
