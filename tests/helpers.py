@@ -142,6 +142,18 @@ def negated_then_read(executor, *, pin: bool, claimed: bool):
 # litgpt models and their KV caches
 
 
+def covering(families: dict[tuple, str]) -> set[str]:
+    """Few families whose switches, together, take every value any family's take (greedy set cover): where CI
+    cannot run every family (tests/test_litgpt_families.py, tests/test_hf_families.py)."""
+    left = {(i, v) for switches in families for i, v in enumerate(switches)}
+    chosen: set[str] = set()
+    while left:
+        best = max(families, key=lambda s: len(left & set(enumerate(s))))
+        left -= set(enumerate(best))
+        chosen.add(families[best])
+    return chosen
+
+
 THUNDER_VARIANTS = ["llama1-like", "long-context-like", "llama2-like", "codellama2-like", "gpt-neox-like"]
 VOCAB = 96
 

@@ -320,7 +320,7 @@ def test_a_differentiated_write_through_a_view_in_place_on_the_cpu_is_in_place_o
 # Every litgpt family (tests/test_litgpt_families.py) and HF family (tests/test_hf_families.py) through its
 # generate with the growing cache, on the GPU: with nvFuser where it loads (HF's entry points pick their executors).
 
-from test_hf_families import CASES as HF_CASES  # noqa: E402
+from test_hf_families import ALL_CASES as HF_CASES  # noqa: E402
 from test_hf_families import check_family as check_hf_family  # noqa: E402
 from test_litgpt_families import FAMILIES, family_id  # noqa: E402
 from test_litgpt_families import check_family as check_litgpt_family  # noqa: E402

@@ -12,17 +12,22 @@ positions. The second turn passes the first's sequence and cache back into ``gen
 on at position 33 only where the cache counts the 32 positions written, not the 8 slots of a wrapped window (HF
 would then run positions 8 to 32 again). Nothing is added to the sequence, so the turn runs the step compiled for
 the first: a prompt of more tokens would compile a shape more, at every family and entry point.
+
+CI runs every family through ``thunderfx``, and through the recipe Llama and the families that together take every
+value of ``switches`` (4 of 11); ``THUNDER_EXT_ALL_FAMILIES=1`` runs every family at both entry points.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import thunder
 import torch
 
 import thunder_ext
+from helpers import covering
 
 transformers = pytest.importorskip("transformers")
 
@@ -89,7 +94,21 @@ def recipe(m: torch.nn.Module):
 ENTRY_POINTS = {"thunderfx": thunderfx, "recipe": recipe}
 
 
-CASES = [(family, entry) for family in FAMILIES for entry in ENTRY_POINTS]
+def switches(family: str) -> tuple:
+    """What of a family's config changes the recipe's compilation beyond its modeling code: the cache's layers
+    (global, sliding, or both), the attention's implementation, experts."""
+    extra = FAMILIES[family][2]
+    layers = "some" if "layer_types" in extra else "all" if "sliding_window" in extra else "none"
+    experts = any("experts" in key for key in extra)
+    return layers, extra.get("attn_implementation", "sdpa"), experts
+
+
+# CI time (the recipe's Inductor regions: 45-90 s a family): thunderfx runs every family, the recipe Llama and the
+# families that together take every switch's values; THUNDER_EXT_ALL_FAMILIES=1 runs every family at both
+RECIPE_FAMILIES = (set(FAMILIES) if os.environ.get("THUNDER_EXT_ALL_FAMILIES")
+                   else {"llama"} | covering({switches(f): f for f in reversed(FAMILIES)}))  # fmt: skip
+ALL_CASES = [(family, entry) for family in FAMILIES for entry in ENTRY_POINTS]  # tests/test_gpu.py runs them all
+CASES = [(family, entry) for family, entry in ALL_CASES if entry != "recipe" or family in RECIPE_FAMILIES]
 
 
 @pytest.mark.executor_sets("defaults")  # each entry point picks its executors: thunderfx thunder's, the recipe its own

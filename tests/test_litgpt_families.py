@@ -24,7 +24,7 @@ import os
 import pytest
 import thunder
 import torch
-from helpers import VOCAB, caches
+from helpers import VOCAB, caches, covering
 from torch.testing import assert_close
 
 import thunder_ext
@@ -113,17 +113,6 @@ def shrunk(name: str) -> litgpt.Config:
 
 
 FAMILIES = families()
-
-
-def covering(families: dict[tuple, str]) -> set[str]:
-    """Few families whose switches, together, take every value any family's take (greedy set cover)."""
-    left = {(i, v) for switches in families for i, v in enumerate(switches)}
-    chosen: set[str] = set()
-    while left:
-        best = max(families, key=lambda s: len(left & set(enumerate(s))))
-        left -= set(enumerate(best))
-        chosen.add(families[best])
-    return chosen
 
 
 # CI time (15-30 s a family under thunder's defaults, up to 90 s under Inductor): the families that together turn
