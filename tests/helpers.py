@@ -139,9 +139,6 @@ def negated_then_read(executor, *, pin: bool, claimed: bool):
     )
 
 
-# litgpt models and their KV caches
-
-
 def covering(families: dict[tuple, str]) -> set[str]:
     """Few families whose switches, together, take every value any family's take (greedy set cover): where CI
     cannot run every family (tests/test_litgpt_families.py, tests/test_hf_families.py)."""
@@ -152,6 +149,9 @@ def covering(families: dict[tuple, str]) -> set[str]:
         left -= set(enumerate(best))
         chosen.add(families[best])
     return chosen
+
+
+# litgpt models and their KV caches
 
 
 THUNDER_VARIANTS = ["llama1-like", "long-context-like", "llama2-like", "codellama2-like", "gpt-neox-like"]

@@ -104,7 +104,8 @@ def switches(family: str) -> tuple:
 
 
 # CI time (the recipe's Inductor regions: 45-90 s a family): thunderfx runs every family, the recipe Llama and the
-# families that together take every switch's values; THUNDER_EXT_ALL_FAMILIES=1 runs every family at both
+# families that together take every switch's values (of families alike, the table's first: hence reversed);
+# THUNDER_EXT_ALL_FAMILIES=1 runs every family at both
 RECIPE_FAMILIES = (set(FAMILIES) if os.environ.get("THUNDER_EXT_ALL_FAMILIES")
                    else {"llama"} | covering({switches(f): f for f in reversed(FAMILIES)}))  # fmt: skip
 ALL_CASES = [(family, entry) for family in FAMILIES for entry in ENTRY_POINTS]  # tests/test_gpu.py runs them all
