@@ -12,6 +12,10 @@ A run: the model built and compiled-wrapped, then ``generate`` of a 16-token pro
 length bucket) and 8 new tokens. A token that takes far longer than the runner's steady token is a compilation
 event (the first: the prefill's; the second: the decode step's; later: a growth, a new bucket, a recompilation);
 the extension's runners also log what each compiled. The sweep's runs stop at the first token, the prefill's.
+
+HF transformers' Llama of SmolLM2-135M's shape (random weights): HF's own ``generate`` of one new token (the prefill,
+its compilation included) from a cold start, eager, through the extension's recipe (``HFTransformersRecipe`` with the
+plugin, its default growing cache) and under ``torch.compile(model.forward, dynamic=True)`` (HF's default cache).
 """
 
 from __future__ import annotations
@@ -42,14 +46,16 @@ EXT_TC = "thunder_ext.jit + torch.compile ex, growing cache"
 EXT_AHEAD = "thunder_ext.jit, growing cache, compiled ahead"
 RUNNERS = (EAGER, STOCK, EXT, EXT_NO_REPLAY, EXT_TC, DYNAMIC)
 COMPILING = tuple(r for r in RUNNERS if r != EAGER)
+HF_MODEL, HF_RECIPE = "HF Llama, SmolLM2-135M's shape", "HFTransformersRecipe + plugin, default (growing)"
 
-Config = tuple[str, int, str]  # (model, layers, "generate" or "sweep")
+Config = tuple[str, int, str]  # (model, layers, "generate", "sweep" or "hf")
 
 
 def configs(quick: bool) -> list[Config]:
     if quick:
         return [("demo", 4, "generate"), ("SmolLM2-135M", 2, "sweep")]
-    return [("SmolLM2-135M", 30, "generate"), ("demo", 4, "generate"), *(("SmolLM2-135M", n, "sweep") for n in SWEEP)]
+    return [("SmolLM2-135M", 30, "generate"), ("demo", 4, "generate"), *(("SmolLM2-135M", n, "sweep") for n in SWEEP),
+            (HF_MODEL, 30, "hf")]  # fmt: skip
 
 
 def runners_of(config: Config) -> tuple[str, ...]:
@@ -59,6 +65,8 @@ def runners_of(config: Config) -> tuple[str, ...]:
     the runners that interpret or Inductor-compile every layer take many minutes there, and the sweep to 30
     already shows how they grow."""
     model, layers, what = config
+    if what == "hf":
+        return (EAGER, HF_RECIPE, DYNAMIC)
     if what == "sweep":
         return {30: (EXT_NO_REPLAY,), 80: (EXT,)}.get(layers, COMPILING)
     return RUNNERS if model == "demo" else tuple(r for r in RUNNERS if r != EXT_NO_REPLAY)
@@ -183,6 +191,45 @@ def _run(model: str, layers: int, runner: str, new: int, second: bool, threads: 
     return Run(setup, first, later, kept, tokens)
 
 
+def hf_llama(layers: int) -> torch.nn.Module:
+    """HF's Llama with SmolLM2-135M's shape (its litgpt config's sizes), random weights, float32."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=layers,
+                                      num_attention_heads=9, num_key_value_heads=3, vocab_size=vocabulary("SmolLM2-135M"),
+                                      max_position_embeddings=MAX_SEQ_LENGTH, rope_theta=100000.0,
+                                      tie_word_embeddings=True)  # fmt: skip
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def _run_hf(layers: int, runner: str, threads: int) -> Run:
+    """``_run``'s measurement for HF's Llama and its ``generate``, to the first new token only."""
+    import thunder
+
+    import thunder_ext
+
+    torch.set_num_threads(threads)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()  # a cold start, as ``_run``'s
+    os.environ["THUNDER_EXT_CACHE"] = "0"
+    logged = logged_messages()
+    start = time.perf_counter()
+    hf = hf_llama(layers)
+    if runner == HF_RECIPE:
+        hf = thunder.compile(hf, recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")
+    elif runner == DYNAMIC:
+        configure_inductor()
+        hf.forward = torch.compile(hf.forward, dynamic=True)
+    setup = time.perf_counter() - start
+    ids = torch.randint(0, vocabulary("SmolLM2-135M"), (1, PROMPT), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), gc_paused():
+        start = time.perf_counter()
+        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1, min_new_tokens=1, do_sample=False)
+        first = time.perf_counter() - start
+    kept = [m for m in logged if m.startswith("thunder_ext: compiled") or "traced" in m]
+    return Run(setup, [first], [], kept, out[0, PROMPT:].tolist())
+
+
 def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` in a new Python process (spawned: it inherits no thread and no state of this one)."""
     pool = multiprocessing.get_context("spawn").Pool(1)
@@ -197,12 +244,13 @@ def measure(config: Config, device: torch.device, quick: bool) -> Result:
     if device.type != "cpu":
         raise ValueError("the compile case runs on the CPU")
     model, layers, what = config
-    new = 1 if what == "sweep" else (32 if quick else NEW)
+    new = 1 if what in ("sweep", "hf") else (32 if quick else NEW)
     result = Result()
     for runner in runners_of(config):
         status(f"{runner}: {model} ({layers} layers), {PROMPT} + {new} tokens from a cold start, in a fresh process")
-        result.runs[runner] = in_fresh_process(_run, model, layers, runner, new, what == "generate",
-                                               torch.get_num_threads())  # fmt: skip
+        threads = torch.get_num_threads()
+        result.runs[runner] = (in_fresh_process(_run_hf, layers, runner, threads) if what == "hf" else
+                               in_fresh_process(_run, model, layers, runner, new, what == "generate", threads))  # fmt: skip
     return result
 
 
@@ -218,14 +266,15 @@ def _growths(run: Run) -> list[float]:
 def report(results: dict[Config, Result]) -> Table:
     table = Table(
         name="compile_time",
-        title="Compile time: litgpt's generate from a cold start",
+        title="Compile time: litgpt's and HF's generate from a cold start",
         setup=(
             f"litgpt's own `generate`, greedy, batch 1, `max_seq_length` {MAX_SEQ_LENGTH}, each runner in a fresh "
             f"process: a {PROMPT}-token prompt and {NEW} new tokens (the sweep: 1), then a {SECOND_PROMPT}-token "
             f"prompt (a new length bucket) and {SECOND_NEW}. First token: from the generate call to the first new "
             "token (the prefill's compilation included). Events: tokens that stalled over 10 steady tokens, in "
             "seconds beyond a steady token. Cold start: building and wrapping the model, then the first prompt's "
-            "whole generate. Per token: the median of the second half of the first prompt's tokens."
+            "whole generate. Per token: the median of the second half of the first prompt's tokens. HF's Llama: "
+            "its own `generate` of one new token (the prefill) from a cold start."
         ),
         columns=["model", "layers", "runner", "first token s", "compilation events (s)", "cold start s",
                  "per token ms", "tokens as eager's"],  # fmt: skip
@@ -235,9 +284,9 @@ def report(results: dict[Config, Result]) -> Table:
         for runner, run in result.runs.items():
             events = ", ".join(f"{w} {s:.1f}" for w, s in run.events()) or "-"
             same = "-" if eager is None or runner == EAGER else "yes" if run.tokens == eager.tokens else "**no**"
-            full = what == "generate"
-            table.rows.append([model, str(layers) + ("" if full else " (sweep)"), runner, f"{_first_token(run):.1f}",
-                               events, f"{run.wall_s:.1f}" if full else "-", f"{run.steady_s * 1e3:.2f}" if full else "-",
+            full, depth = what == "generate", f"{layers} (sweep)" if what == "sweep" else str(layers)
+            table.rows.append([model, depth, runner, f"{_first_token(run):.1f}", events,
+                               f"{run.wall_s:.1f}" if full else "-", f"{run.steady_s * 1e3:.2f}" if full else "-",
                                same])  # fmt: skip
         for runner, run in result.runs.items():
             table.notes += [f"{model} ({layers} layers), {runner}: {m}" for m in run.logged if "traced" in m][:2]
@@ -299,7 +348,12 @@ def _targets(results: dict[Config, Result]) -> list[Target]:
         ext, stock = _first_token(demo.runs[EXT_NO_REPLAY]), _first_token(demo.runs[STOCK])
         targets.append(Target(f"demo model: first token under {EXT_NO_REPLAY} at most 1.1x {STOCK}'s",
                               ratio(ext, stock), ext <= 1.1 * stock))
-    differ = [f"{m} {r}" for (m, _, w), res in results.items() if w == "generate" and EAGER in res.runs
+    hf = results.get((HF_MODEL, 30, "hf"))
+    if hf is not None and HF_RECIPE in hf.runs and DYNAMIC in hf.runs:
+        recipe, dyn = _first_token(hf.runs[HF_RECIPE]), _first_token(hf.runs[DYNAMIC])
+        targets.append(Target(f"{HF_MODEL}: first token under {HF_RECIPE} at most 0.25x {DYNAMIC}'s",
+                              ratio(recipe, dyn), recipe <= 0.25 * dyn))
+    differ = [f"{m} {r}" for (m, _, w), res in results.items() if w in ("generate", "hf") and EAGER in res.runs
               for r, run in res.runs.items() if run.tokens != res.runs[EAGER].tokens]  # fmt: skip
     targets.append(Target("every runner's tokens equal eager's", "all" if not differ else "not: " + ", ".join(differ),
                           not differ))

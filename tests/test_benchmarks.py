@@ -223,6 +223,24 @@ def test_compile_targets_follow_the_measurements(ext_at_30, ext_at_80, growth, e
                                               compile_time.DYNAMIC, compile_time.EXT, compile_time.EXT]  # fmt: skip
 
 
+# HF's Llama through the extension's recipe against torch.compile(dynamic) on the same model, tokens equal
+@pytest.mark.parametrize(
+    "recipe, tokens, met",
+    [(20.0, (7,), [True, True]),
+     (30.0, (7,), [False, True]),  # 0.3x torch.compile's
+     (20.0, (8,), [True, False])],  # another token
+)  # fmt: skip
+def test_compile_hf_targets_follow_the_measurements(recipe, tokens, met):
+    hf = compile_time.Result({
+        compile_time.EAGER: _compile_run(0.1, [], tokens=(7,)),
+        compile_time.HF_RECIPE: _compile_run(recipe, [], tokens=tokens),
+        compile_time.DYNAMIC: _compile_run(100.0, [], tokens=(7,)),
+    })  # fmt: skip
+    table = compile_time.report({(compile_time.HF_MODEL, 30, "hf"): hf})
+    assert [t.met for t in table.targets] == met, [(t.text, t.measured) for t in table.targets]
+    assert [row[1] for row in table.rows] == ["30"] * 3
+
+
 @pytest.mark.parametrize(
     "ahead_growth, ahead_steady, ahead_tokens, met",
     [(0.5, 0.05, (1, 2, 3), [True, True, True, True]),
