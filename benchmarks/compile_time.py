@@ -4,8 +4,9 @@ Models: SmolLM2-135M's litgpt config (``Config.from_name("SmolLM2-135M")``: 30 l
 demo model (4 layers); and SmolLM2's config cut to 4, 8, 16 and 30 layers and grown to 80 (Llama-2-70B's depth), for
 how compile time grows with depth.
 Runners, as their users run them: eager (litgpt passes ``input_pos_maxp1``), stock ``thunder.jit``,
-``thunder_ext.jit`` with the growing cache (replaying repeated blocks, and, in the sweep and on the demo model, not),
-the same with thunder's torch.compile executor, and ``torch.compile(model, dynamic=True)``.
+``thunder_ext.jit`` with the growing cache (replaying repeated blocks, and, in the sweep and on the demo model, not;
+and with ``block_programs=True``, each replayed block one call of its program), the same with thunder's torch.compile
+executor, and ``torch.compile(model, dynamic=True)``.
 
 A run: the model built and compiled-wrapped, then ``generate`` of a 16-token prompt and 512 new tokens at
 ``max_seq_length`` 2048, each token timed as it comes (litgpt's ``generate_fn``), then a 300-token prompt (a new
@@ -42,9 +43,10 @@ SWEEP = (4, 8, 16, 30, 80)
 EAGER, STOCK, DYNAMIC = "eager", "thunder.jit", "torch.compile(dynamic=True)"
 EXT, EXT_NO_REPLAY = "thunder_ext.jit, growing cache", "thunder_ext.jit, growing cache, replay off"
 EXT_TC = "thunder_ext.jit + torch.compile ex, growing cache"
+EXT_PROGRAMS = "thunder_ext.jit, growing cache, block programs"
 # the compile_ahead case's: the compile cache on, in a new empty folder, and the larger buckets compiled ahead
 EXT_AHEAD = "thunder_ext.jit, growing cache, compiled ahead"
-RUNNERS = (EAGER, STOCK, EXT, EXT_NO_REPLAY, EXT_TC, DYNAMIC)
+RUNNERS = (EAGER, STOCK, EXT, EXT_NO_REPLAY, EXT_PROGRAMS, EXT_TC, DYNAMIC)
 COMPILING = tuple(r for r in RUNNERS if r != EAGER)
 HF_MODEL, HF_RECIPE = "HF Llama, SmolLM2-135M's shape", "HFTransformersRecipe + plugin, default (growing)"
 
@@ -61,14 +63,14 @@ def configs(quick: bool) -> list[Config]:
 def runners_of(config: Config) -> tuple[str, ...]:
     """The full generate without replay on the demo model only: on 30 layers each of its compilations takes minutes,
     and the sweep measures its first token. The sweep's 30 layers run that runner alone: the full run has the
-    others' first tokens. Its 80 layers run the replaying runner alone, for how its compile time grows past 30:
+    others' first tokens. Its 80 layers run the replaying runners alone, for how their compile time grows past 30:
     the runners that interpret or Inductor-compile every layer take many minutes there, and the sweep to 30
     already shows how they grow."""
     model, layers, what = config
     if what == "hf":
         return (EAGER, HF_RECIPE, DYNAMIC)
     if what == "sweep":
-        return {30: (EXT_NO_REPLAY,), 80: (EXT,)}.get(layers, COMPILING)
+        return {30: (EXT_NO_REPLAY,), 80: (EXT, EXT_PROGRAMS)}.get(layers, COMPILING)
     return RUNNERS if model == "demo" else tuple(r for r in RUNNERS if r != EXT_NO_REPLAY)
 
 
@@ -130,10 +132,11 @@ def build(model: str, layers: int, runner: str) -> torch.nn.Module:
         EXT: lambda: thunder_ext.jit(gpt),
         EXT_AHEAD: lambda: thunder_ext.jit(gpt),
         EXT_NO_REPLAY: lambda: thunder_ext.jit(gpt, replay_blocks=False),
+        EXT_PROGRAMS: lambda: thunder_ext.jit(gpt, block_programs=True),
         EXT_TC: lambda: thunder_ext.jit(gpt, executors=[torch_compile_ex, *thunder.get_default_executors()]),
         DYNAMIC: lambda: torch.compile(gpt, dynamic=True),
     }[runner]()
-    if runner in (EXT, EXT_NO_REPLAY, EXT_TC, EXT_AHEAD):
+    if runner in (EXT, EXT_NO_REPLAY, EXT_PROGRAMS, EXT_TC, EXT_AHEAD):
         thunder_ext.set_kv_cache(wrapped, batch_size=1, compile_ahead=runner == EXT_AHEAD)
     else:
         gpt.set_kv_cache(batch_size=1)

@@ -343,11 +343,12 @@ def test_replay_is_off_where_asked_and_in_stock_thunder():
 
 
 @pytest.mark.executor_sets("defaults")  # CI time: the torch.compile executor is in the growing cache's own tests
-def test_growth_and_new_length_buckets_replay_and_stay_strict(caplog):
+@pytest.mark.parametrize("programs", [False, True], ids=["replayed", "block programs"])
+def test_growth_and_new_length_buckets_replay_and_stay_strict(caplog, programs):
     caplog.set_level(logging.INFO, logger="thunder_ext")
     torch.manual_seed(0)
     eager = small_llama(n_layer=3, block_size=64)
-    jitted = thunder_ext.jit(copy.deepcopy(eager), strict=True)  # a write left a copy would raise
+    jitted = thunder_ext.jit(copy.deepcopy(eager), strict=True, block_programs=programs)  # a copy would raise
     eager.set_kv_cache(batch_size=1, max_seq_length=32)
     thunder_ext.set_kv_cache(jitted, batch_size=1, max_seq_length=32, min_capacity=4)
     x, pos = torch.randint(0, VOCAB, (1, 3)), torch.arange(3)
@@ -362,6 +363,7 @@ def test_growth_and_new_length_buckets_replay_and_stay_strict(caplog):
     summaries = [r.getMessage() for r in caplog.records if "calls of repeated blocks (3 of Block)" in r.getMessage()]
     assert compiled >= 4 and len(summaries) == compiled, summaries
     assert all(": 1 interpreted" in s and "2 replayed" in s for s in summaries), summaries
+    assert all(("compiled Block once" in s and "called 2 times" in s) == programs for s in summaries), summaries
 
 
 @pytest.mark.executor_sets("defaults")  # a data structure of thunder's interpreter: nothing compiled

@@ -25,6 +25,7 @@ def jit(
     transforms: Sequence[Transform] | None = None,
     strict: bool = False,
     replay_blocks: bool = True,
+    block_programs: bool = False,
     compile_cache: bool | None = None,
     **kwargs: Any,
 ) -> Callable:
@@ -40,6 +41,11 @@ def jit(
     would not trace exactly is interpreted (``thunder_ext/thunder026/block_replay.py``). The compile log says,
     per compilation, how many calls were replayed and why any other was interpreted.
 
+    ``block_programs`` (opt-in, without grad): each replayed call is one op of the model's trace, a call of the
+    block's own program, which the whole pipeline compiled once from the record, where the model's trace cannot
+    tell it from the block's ops (``transforms/block_calls.py``); the log says ``compiled Block once (0.3 s), called
+    29 times``, or why a replay called none.
+
     With nvFuser among the executors (thunder's defaults include it where it loads), its fusion
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to
     the PyTorch executor (docs/gpu.md).
@@ -54,11 +60,12 @@ def jit(
     ``fn`` is jitted is in ``HOOKS.after_jit`` (an HF model's ``generate()`` warns that it runs uncompiled).
     """
     options = dict(executors=executors, transforms=transforms, strict=strict, replay_blocks=replay_blocks,
-                   compile_cache=compile_cache, **kwargs)  # fmt: skip
+                   block_programs=block_programs, compile_cache=compile_cache, **kwargs)  # fmt: skip
     for replacement in HOOKS.jit_replacements:
         if (compiled := replacement(fn, jit, options)) is not None:
             return compiled
-    jitted = thunder_jit(fn, **with_extension(executors, transforms, strict, replay_blocks, compile_cache), **kwargs)
+    extension = with_extension(executors, transforms, strict, replay_blocks, compile_cache, block_programs)
+    jitted = thunder_jit(fn, **extension, **kwargs)
     if compile_cache is not False and not isinstance(fn, torch.nn.Module):  # a module's: by its CompileCache
         attach(jitted, compile_cache)
     for after in HOOKS.after_jit:
@@ -72,6 +79,7 @@ def with_extension(
     strict: bool,
     replay_blocks: bool = True,
     compile_cache: bool | None = False,
+    block_programs: bool = False,
 ) -> dict[str, list]:
     """``thunder.jit``'s ``executors`` and ``transforms`` with the extension's: its executor first, before any
     fuser (a region is compiled with the operators its executor list claimed), its transform last (then, unless
@@ -79,5 +87,5 @@ def with_extension(
     it)."""
     executors = thunder.get_default_executors() if executors is None else executors
     cache = [] if compile_cache is False else [CompileCache(compile_cache)]
-    extension = [InplaceTransform(strict=strict, replay_blocks=replay_blocks), *cache]
+    extension = [InplaceTransform(strict=strict, replay_blocks=replay_blocks, block_programs=block_programs), *cache]
     return {"executors": [inplace_ex, *executors], "transforms": [*(transforms or ()), *extension]}

@@ -32,21 +32,24 @@ from thunder_ext.transforms import InplaceTransform
 
 
 class Inplace(Plugin):
-    """Run in-place writes in place under ``thunder.compile``; ``strict``, ``replay_blocks`` and ``compile_cache``
-    as in ``thunder_ext.jit``. Under the ``thunder.jit`` interpreter only are repeated blocks replayed and modules
+    """Run in-place writes in place under ``thunder.compile``; ``strict``, ``replay_blocks``, ``block_programs`` and
+    ``compile_cache`` as in ``thunder_ext.jit``. Under the ``thunder.jit`` interpreter only are repeated blocks replayed and modules
     kept in the compile cache: ``thunder.fx``'s graphs hold no module calls, and Dynamo guards and caches them."""
 
     policy = PluginPolicy.PRE
 
-    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, compile_cache: bool | None = None) -> None:
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, block_programs: bool = False,
+                 compile_cache: bool | None = None) -> None:  # fmt: skip
         self.strict, self.replay_blocks, self.compile_cache = strict, replay_blocks, compile_cache
+        self.block_programs = block_programs
 
     def setup_executors(self) -> list[Executor]:
         return [inplace_ex]
 
     def setup_transforms(self) -> list[Transform]:
         cache = [] if self.compile_cache is False else [CompileCache(self.compile_cache)]
-        return [InplaceTransform(strict=self.strict, replay_blocks=self.replay_blocks), *cache]
+        inplace = InplaceTransform(strict=self.strict, replay_blocks=self.replay_blocks, block_programs=self.block_programs)
+        return [inplace, *cache]
 
     def setup_lookasides(self) -> list[Lookaside]:
         return [lookaside for lookasides in HOOKS.plugin_lookasides for lookaside in lookasides()]

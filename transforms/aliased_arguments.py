@@ -42,6 +42,7 @@ from thunder_ext.executors.checks import (
     check_arguments_apart_from_state,
 )
 from thunder_ext.transforms.aliasing import Aliases
+from thunder_ext.transforms.block_calls import block_writes
 from thunder_ext.transforms.op_kinds import source_line, thunder_inplace_write
 
 __all__ = [
@@ -83,13 +84,15 @@ def refuse_unrepresentable_aliased_arguments(prologue_trace: TraceCtx, computati
 def refuse_arguments_sharing_written_state(prologue_trace: TraceCtx, computation_trace: TraceCtx) -> TraceCtx:
     """Add the second rule's check to the prologue of a writing computation: which of its arguments come from the
     call's, which from elsewhere, and the first write into each one's storage."""
-    writes = [b for b in computation_trace.bound_symbols if thunder_inplace_write(b)]
+    writes = [(b, [w[1]] if (w := thunder_inplace_write(b)) else block_writes(b)) for b in computation_trace.bound_symbols]
+    writes = [(b, targets) for b, targets in writes if targets]
     if not writes:
         return prologue_trace
     aliases = Aliases(computation_trace.bound_symbols)
-    first_writes = {}  # by the storage each writes
-    for w in writes:
-        first_writes.setdefault(aliases.storage_key(thunder_inplace_write(w)[1]), w)
+    first_writes = {}  # by the storage each writes (a block program's call writes several)
+    for w, targets in writes:
+        for target in targets:
+            first_writes.setdefault(aliases.storage_key(target), w)
     described = {}
     for i, arg in enumerate(computation_trace.args):
         if isinstance(arg, TensorProxy) and (first := first_writes.get(aliases.storage_key(arg))) is not None:

@@ -29,6 +29,7 @@ from thunder_ext.transforms.aliased_arguments import (
 )
 from thunder_ext.transforms.aliasing_as_traced import keep_written_storage_aliased_as_traced
 from thunder_ext.transforms.argument_containers import guard_argument_containers
+from thunder_ext.transforms.block_calls import inline_block_calls_sharing_written_state
 from thunder_ext.transforms.functionalize import functionalize_writes
 from thunder_ext.transforms.gradient_zeros import give_zeros_their_prims
 from thunder_ext.transforms.grad_argument_writes import refuse_differentiated_writes_into_arguments
@@ -72,6 +73,8 @@ class Stage:
 
 
 PIPELINE: tuple[Stage, ...] = (
+    # before any pass reads the trace: each reads a block program's call as a pure op
+    Stage(Hook.COMPUTATION, inline_block_calls_sharing_written_state),
     # before anything reports a line: a trace of FX-generated code names the user's lines
     Stage(Hook.COMPUTATION, name_user_lines),
     Stage(Hook.PROLOGUE, guard_argument_containers),

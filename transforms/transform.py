@@ -13,6 +13,7 @@ from thunder.extend import Executor, FusionExecutor
 
 from thunder_ext.executors import inplace_ex
 from thunder_ext.thunder026 import ExtensionTransform, adapt_thunder
+from thunder_ext.transforms.block_calls import block_call_decisions, block_program_writes
 from thunder_ext.transforms.pipeline import Hook, Role, stages
 from thunder_ext.transforms.prove_inplace import InplaceDecision
 
@@ -29,12 +30,13 @@ class InplaceTransform(ExtensionTransform):
     Needs ``thunder_ext.executors.inplace_ex`` among the executors (``thunder_ext.jit`` adds it).
     ``strict=True`` raises ``UnprovenInplaceError`` for any write that would fall back to a copy.
     ``replay_blocks``: the interpreter traces a repeated block once (``thunder_ext.jit``'s docstring says more);
-    what it did in the last compilation is in ``traced_blocks``, and in the compile log.
+    what it did in the last compilation is in ``traced_blocks``, and in the compile log. ``block_programs``: a
+    replayed block is one call of the block's program, compiled once (``transforms/block_calls.py``).
     """
 
-    def __init__(self, *, strict: bool = False, replay_blocks: bool = True) -> None:
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, block_programs: bool = False) -> None:
         adapt_thunder()  # before thunder traces anything for this transform
-        super().__init__(replay_blocks=replay_blocks)
+        super().__init__(replay_blocks=replay_blocks, block_programs=block_programs)
         self.strict = strict
         # Keyed by the trace they describe, so that each cache entry keeps its own and a backward
         # trace's pass cannot overwrite the forward's; ``thunder_ext.inplace_decisions`` looks them up.
@@ -42,7 +44,10 @@ class InplaceTransform(ExtensionTransform):
 
     def compile_cache_key(self) -> dict:
         """The options that change what this transform makes of a trace (``thunder_ext.compile_cache``'s key)."""
-        return {"strict": self.strict, "replay_blocks": self.replay_blocks}
+        return {"strict": self.strict, "replay_blocks": self.replay_blocks, "block_programs": self.block_programs}
+
+    def block_program_writes(self, bsyms, inputs, module_tensors, output):
+        return block_program_writes(bsyms, inputs, module_tensors, output)
 
     def transform_traces_pre_prologue(
         self, prologue_trace, computation_trace, epilogue_trace, *, executors_list: Sequence[Executor], **kwargs
@@ -75,7 +80,7 @@ class InplaceTransform(ExtensionTransform):
                 computation_trace, decisions = stage.run(computation_trace, strict=self.strict)
             elif stage.role is Role.PASS or decisions:
                 computation_trace = stage.run(computation_trace)
-        self.decisions[computation_trace] = decisions
+        self.decisions[computation_trace] = decisions + block_call_decisions(computation_trace)
         return computation_trace
 
 

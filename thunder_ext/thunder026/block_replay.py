@@ -60,11 +60,11 @@ from thunder.core.interpreter import (
 from thunder.core.options import CACHE_OPTIONS
 from thunder.core.prims import PrimIDs
 from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProxy, variableify
-from thunder.core.pytree import tree_flatten, tree_flatten_with_dataclass, tree_map, tree_unflatten
+from thunder.core.pytree import tree_flatten, tree_map
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
-from thunder_ext.thunder026 import python_guards
+from thunder_ext.thunder026 import block_programs, python_guards
 from thunder_ext.thunder026.replay_keys import (
     ModuleKey,
     NotReplayable,
@@ -97,6 +97,8 @@ class TracedBlocks:
     """The repeated blocks' calls of one compilation, in order."""
 
     calls: list[BlockCall] = field(default_factory=list)
+    called: Counter = field(default_factory=Counter)  # block program -> replays that called it
+    not_called: Counter = field(default_factory=Counter)  # why a replay called no program -> how many
 
     def count(self, how: str) -> int:
         return sum(c.how == how for c in self.calls)
@@ -106,12 +108,16 @@ class TracedBlocks:
 
     def summary(self) -> str:
         """One line for the compile log: ``30 calls of Block: 1 interpreted (6.9 s), 29 replayed (3.1 s)``, then why
-        each interpreted call after the first of its kind was interpreted."""
+        each interpreted call after the first of its kind was interpreted, and where block programs are asked for,
+        each one's compilation and calls (``compiled Block once (0.3 s), called 29 times``) and why any replay
+        called none."""
         kinds = ", ".join(f"{n} of {cls}" for cls, n in Counter(c.cls for c in self.calls).items())
         counts = [f"{self.count(how)} {how} ({self.seconds(how):.1f} s)" for how in ("interpreted", "replayed")]
         line = f"{len(self.calls)} calls of repeated blocks ({kinds}): {', '.join(counts)}"
         why = Counter(c.reason for c in self.calls if c.how == "interpreted" and c.reason != FIRST)
-        return line + "".join(f"; {n} interpreted: {reason}" for reason, n in why.items())
+        line += "".join(f"; {n} interpreted: {reason}" for reason, n in why.items())
+        line += "".join(f"; compiled {p.cls} once ({p.seconds:.1f} s), called {n} times" for p, n in self.called.items())
+        return line + "".join(f"; {n} replayed without a block program: {why}" for why, n in self.not_called.items())
 
 
 FIRST = "the first call of its kind, recorded"
@@ -141,6 +147,8 @@ class _Record:
     python_checks: list = field(default_factory=list)  # and of the Python values ``python_guards`` checks
     made: list[Proxy] = field(default_factory=list)  # what the call's bound symbols make, subsymbols' too
     output: Any = None
+    program: block_programs.BlockProgram | None = None  # compiled at the first replay, where asked and allowed
+    no_program: str | None = None  # why not
 
     def refuse(self, reason: str) -> None:
         if self.not_replayable is None:
@@ -351,22 +359,6 @@ def _run_path(reached: dict[tuple[Step, ...], WrappedValue], steps: tuple[Step, 
     return at
 
 
-def _swapped(bsym: BoundSymbol, swap: dict) -> BoundSymbol:
-    """``bsym`` with each proxy of ``swap`` replaced once: ``from_bsym_swap_proxies`` follows chains, and a block's
-    argument is the previous block's output, a key and a value of ``swap`` at once."""
-
-    def each(tree):
-        flat, spec = tree_flatten_with_dataclass(tree)
-        return tree_unflatten([swap.get(variableify(x), x) if isinstance(x, Proxy) else x for x in flat], spec)
-
-    return bsym.from_bsym(
-        args=each(bsym.args),
-        kwargs=each(bsym.kwargs),
-        output=each(bsym.output),
-        subsymbols=[_swapped(s, swap) for s in bsym.subsymbols],
-    )
-
-
 def _replay(record: _Record, wrapped_self: WrappedValue, leaves: list) -> WrappedValue:
     swap = {variableify(a): b for a, b in zip(record.argument_leaves, leaves) if isinstance(a, Proxy)}
     reached = {(): wrapped_self}
@@ -378,11 +370,54 @@ def _replay(record: _Record, wrapped_self: WrappedValue, leaves: list) -> Wrappe
         _run_path(reached, steps)
     if not python_guards.replay(wrapped_self, record.python_checks):
         raise NotReplayable("the block has no access path for the checks of its Python values")
-    # fresh names for everything the call makes, subsymbols' values too (executors flatten them)
-    swap.update((variableify(p), p.replace(name=None)) for p in record.made)
-    get_tracectx().peek_scope().extend(_swapped(b, swap) for b in record.bsyms)
-    output = tree_map(lambda x: swap.get(variableify(x), x) if isinstance(x, Proxy) else x, record.output)
+    if (program := _program(record, swap)) is not None:
+        output = block_programs.call(program, swap)
+    else:
+        # fresh names for everything the call makes, subsymbols' values too (executors flatten them)
+        swap.update((variableify(p), p.replace(name=None)) for p in record.made)
+        get_tracectx().peek_scope().extend(block_programs.swapped(b, swap) for b in record.bsyms)
+        output = tree_map(lambda x: swap.get(variableify(x), x) if isinstance(x, Proxy) else x, record.output)
     return wrap(output, provenance=ProvenanceRecord(PseudoInst.LOOKASIDE, inputs=[wrapped_self.provenance]))
+
+
+def _program(record: _Record, swap: dict) -> block_programs.BlockProgram | None:
+    """The record's block program, compiled at its first replay, where this call may call it; else None, the reason
+    kept for the log."""
+    transform = extension_transform()
+    if not transform.block_programs:
+        return None
+    if record.program is None and record.no_program is None:
+        if get_compile_data().is_grad_enabled:
+            record.no_program = "grad is on (a block program's backward is not built)"
+        else:
+            inputs = _read_not_made(record.bsyms)
+            module = {v for v, _ in record.module_tensors}
+            written = transform.block_program_writes(record.bsyms, inputs, module, record.output)
+            if isinstance(written, str):
+                record.no_program = written
+            else:
+                record.program = block_programs.compiled(record, inputs, written)
+    program, why = record.program, record.no_program
+    if program is not None:
+        args = [variableify(swap.get(variableify(p), p)) for p in program.inputs]
+        if any(args.count(args[i]) > 1 for i in program.written):
+            program, why = None, "a tensor it writes is another of its arguments too"
+    if program is None:
+        transform.traced_blocks.not_called[why] += 1
+    else:
+        transform.traced_blocks.called[program] += 1
+    return program
+
+
+def _read_not_made(bsyms: list[BoundSymbol]) -> list[Proxy]:
+    """The proxies ``bsyms`` read before or without making them, each once, in the order first read."""
+    made, read = set(), {}
+    for b in bsyms:
+        for p in b.flat_proxy_args:
+            if (v := variableify(p)) not in made:
+                read.setdefault(v, p)
+        made.update(variableify(p) for p in b.flat_proxy_outs)
+    return list(read.values())
 
 
 # ---- the lookaside ----------------------------------------------------------------------------------------------

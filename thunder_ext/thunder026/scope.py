@@ -8,7 +8,7 @@ thunder's compile data which compilation is tracing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from thunder.core.compile_data import get_compile_data
 from thunder.core.transforms import Transform
@@ -21,11 +21,18 @@ class ExtensionTransform(Transform):
     """A thunder ``Transform`` whose compilations get the extension's scoped changes to thunder.
 
     ``replay_blocks``: the interpreter traces a repeated block once and replays its other calls
-    (``block_replay``), which records the calls of each compilation in ``traced_blocks``."""
+    (``block_replay``), which records the calls of each compilation in ``traced_blocks``. ``block_programs``: a
+    replay calls the record's program (``block_programs``) where ``block_program_writes`` allows it."""
 
-    def __init__(self, *, replay_blocks: bool = True) -> None:
+    def __init__(self, *, replay_blocks: bool = True, block_programs: bool = False) -> None:
         self.replay_blocks = replay_blocks
+        self.block_programs = block_programs
         self.traced_blocks: TracedBlocks | None = None  # of the compilation being traced, or the last one
+
+    def block_program_writes(self, bsyms: list, inputs: list, module_tensors: set, output: Any) -> frozenset[int] | str:
+        """The positions among ``inputs`` whose storage a block's ``bsyms`` write, where a call of their program may
+        stand for them in the model's trace; else why not. The rule is the transform's: none here."""
+        return "no rule says where a call may stand for the block's ops"
 
 
 _FOUND = "_thunder_ext_transform"

@@ -1,0 +1,168 @@
+"""A replayed block as one call of its program (``block_programs=True``: ``thunder_ext/thunder026/block_programs.py``,
+``transforms/block_calls.py``).
+
+A model whose replays call a block program must be the same computation as the one whose replays append the block's
+ops: the same outputs, cache contents and decisions, eager's gradients. A call stands for the ops only where the
+rule of ``transforms/block_calls.py`` allows; each case it refuses is compared with eager, and the log names why.
+Growth and new length buckets under ``strict=True``: ``tests/test_block_replay.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import re
+
+import pytest
+import thunder
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+import thunder_ext
+from helpers import VOCAB, caches, small_llama
+from thunder_ext.thunder026.block_programs import program_called
+from thunder_ext.transforms import block_calls
+
+litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+
+
+def calls_of_programs(jitted) -> int:
+    return sum(program_called(b) is not None for b in thunder.last_traces(jitted)[-1].bound_symbols)
+
+
+def summaries(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "calls of repeated blocks" in r.getMessage()]
+
+
+def test_a_block_program_is_the_inlined_model(caplog, executor_set):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    n_layer = 2 if executor_set == "torch_compile" else 3  # CI time: Inductor compiles each program's regions
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=n_layer)
+    eager.set_kv_cache(batch_size=1, max_seq_length=32)
+    programmed = thunder_ext.jit(copy.deepcopy(eager), block_programs=True)
+    replayed = thunder_ext.jit(copy.deepcopy(eager))
+    x, pos = torch.randint(0, VOCAB, (1, 5)), torch.arange(5)
+    with torch.inference_mode():
+        for _ in range(3):  # a prefill, then two decode steps: two compilations each
+            got, inlined = programmed(x, pos), replayed(x, pos)
+            assert_close(got, inlined)
+            assert_close(got, eager(x, pos))
+            for ours, theirs in zip(caches(programmed._model), caches(replayed._model), strict=True):
+                assert_close(ours, theirs)
+            assert calls_of_programs(programmed) == n_layer - 1 and calls_of_programs(replayed) == 0
+            ours = sorted((d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(programmed))
+            assert ours == sorted((d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(replayed))
+            assert len(ours) == 2 * n_layer and all(d[0] != "copy" for d in ours)  # k and v of each layer, in place
+            x, pos = got[:, -1:].argmax(-1), pos[-1:] + 1
+    called = rf"; compiled Block once \(\d+\.\d s\), called {n_layer - 1} times"
+    assert sum(bool(re.search(called, m)) for m in summaries(caplog)) == 2, summaries(caplog)
+
+
+class Layer(nn.Module):
+    """Counts what it saw in a buffer of its own, written in place; ``into_argument``: writes its argument too."""
+
+    def __init__(self, into_argument: bool = False) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+        self.register_buffer("seen", torch.zeros(8))
+        self.into_argument = into_argument
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen.add_(x.sum(0))
+        if self.into_argument:
+            x.mul_(0.5)
+        return torch.tanh(self.linear(x)) + self.seen
+
+
+class Stack(nn.Module):
+    """``read``: the outer forward reads layer 1's buffer before its call (where a pass may move the read after it)."""
+
+
+    def __init__(self, read: bool = False, into_argument: bool = False) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(Layer(into_argument) for _ in range(3))
+        self.read = read
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        before = self.layers[1].seen * 2 if self.read else 0
+        for layer in self.layers:
+            y = x * 1
+            x = layer(y) + y.sum(0)  # the sum of y as it was before the call, which may write y
+        return x + before
+
+
+def run_both(model: nn.Module, steps: int = 2):
+    """``model`` eager and under ``block_programs=True``, called ``steps`` times without grad: compared each time."""
+    eager, jitted = model, thunder_ext.jit(copy.deepcopy(model), block_programs=True)
+    with torch.no_grad():
+        for step in range(steps):
+            x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
+            assert_close(jitted(x), eager(x))
+            for ours, theirs in zip(jitted._model.buffers(), eager.buffers(), strict=True):
+                assert_close(ours, theirs)
+    return jitted
+
+
+def test_a_call_whose_written_buffer_another_op_reads_gets_the_blocks_ops_back(caplog, executor_set):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    jitted = run_both(Stack(read=True))
+    assert calls_of_programs(jitted) == 1  # layer 2's call; layer 1's is its ops again
+    assert all("compiled Layer once" in m and "called 2 times" in m for m in summaries(caplog)), summaries(caplog)
+    torch.manual_seed(0)
+    assert calls_of_programs(run_both(Stack())) == 2
+
+
+def test_a_block_that_writes_its_argument_calls_no_program(caplog, executor_set):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    jitted = run_both(Stack(into_argument=True))
+    assert calls_of_programs(jitted) == 0
+    why = "2 replayed without a block program: it writes into a tensor that is not its module's"
+    assert all(why in m for m in summaries(caplog)), summaries(caplog)
+
+
+def test_with_grad_a_replay_calls_no_program_and_the_gradients_are_eagers(caplog, executor_set):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    eager = Stack()
+    model = copy.deepcopy(eager)
+    jitted = thunder_ext.jit(model, block_programs=True)
+    x = torch.randn(4, 8)
+    eager_loss = eager(x).square().sum()
+    eager_loss.backward()
+    loss = jitted(x).square().sum()
+    loss.backward()
+    assert_close(loss, eager_loss)
+    for ours, theirs in zip(model.parameters(), eager.parameters(), strict=True):
+        assert_close(ours.grad, theirs.grad, atol=1e-4, rtol=1e-4)  # Inductor's fused sums round otherwise
+    assert_close(model.layers[2].seen, eager.layers[2].seen)
+    assert calls_of_programs(jitted) == 0
+    assert all("without a block program: grad is on" in m for m in summaries(caplog)), summaries(caplog)
+
+
+@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
+def test_an_hf_decoder_through_the_recipe_and_the_plugin_calls_its_program():
+    from test_block_replay import hf_forward, tiny_llama
+
+    from thunder_ext.integrations.hf_transformers import HFTransformersRecipe
+
+    model, ids = tiny_llama(), torch.randint(0, VOCAB, (1, 6))
+    plugin = thunder_ext.Inplace(block_programs=True)
+    compiled = thunder.compile(copy.deepcopy(model), recipe=HFTransformersRecipe(), plugins=[plugin])
+    assert_close(hf_forward(compiled, ids), hf_forward(model, ids))
+    assert calls_of_programs(compiled) == 2  # of its three decoder layers: the first is interpreted
+
+
+@pytest.mark.executor_sets("defaults")  # the cache's refusal: no executor runs differently
+def test_a_compilation_that_calls_a_program_is_not_saved_to_the_compile_cache(caplog):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    jitted = thunder_ext.jit(Stack(), block_programs=True, compile_cache=True)
+    with torch.no_grad():
+        jitted(torch.ones(4, 8))
+    assert calls_of_programs(jitted) == 2
+    refused = [r.getMessage() for r in caplog.records if "not saved to the compile cache" in r.getMessage()]
+    assert len(refused) == 1 and "a later process cannot import" in refused[0], refused

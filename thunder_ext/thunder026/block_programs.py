@@ -1,0 +1,144 @@
+"""A replayed block as one op (issue 61's block program): the first replay of a record compiles the record's bound
+symbols once, through the model's own pipeline, as a program of its own, and each replay of that record appends one
+call of it with its layer's tensors instead of the block's ops. Opt-in (``ExtensionTransform.block_programs``).
+
+Where a call may stand for the ops is the extension's rule (``transforms/block_calls.py``, which the compilation's
+transform answers through ``ExtensionTransform.block_program_writes``); here is how the program is made and called:
+
+- **Made.** Its computation trace takes every proxy the record's bound symbols read and do not make (the block's
+  arguments, its module's tensors, anything shared), each unpacked trivially, and returns the record's output; its
+  prologue returns those arguments, its epilogue nothing. The compile data's ``apply_transforms_and_build_cache_entry``
+  (the pipeline thunder runs on a traced model: alias updates, the transforms, ``dce``, claiming and fusion, code
+  generation) takes them through every stage and executor of the model's compilation, once. Without grad,
+  ``disable_torch_autograd_support`` is set while it runs: parameters that require grad would make it split a
+  joint trace that grad-off tracing never built.
+- **Called.** An operator of the compilation's ad-hoc executor (first in its executor list, so the call is claimed
+  as it is) runs the program's computation; its outputs are fresh proxies, as a replay's would be. Its bound
+  symbol is tagged ``DONT_DCE``: its writes are effects that no output shows.
+- **Inlined.** ``inlined`` gives a call's replayed bound symbols, the record's with that call's tensors, for a pass
+  that puts the block's ops back where a call cannot stand for them.
+
+The compile cache stores no entry that calls a program: the program is not a name a later process can import.
+
+Written for thunder 0.2.6: the compile data's pipeline, the ad-hoc executor, ``disable_torch_autograd_support``.
+Retired by: thunder compiling a repeated module once itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from thunder.common import CompileStats
+from thunder.core import jit_ext, prims
+from thunder.core.codeutils import SigInfo
+from thunder.core.compile_data import get_compile_data
+from thunder.core.proxies import Proxy, variableify
+from thunder.core.pytree import tree_flatten, tree_flatten_with_dataclass, tree_map, tree_unflatten
+from thunder.core.symbol import BoundSymbol, Symbol
+from thunder.core.trace import TraceCtx, from_trace, get_tracectx, tracectx
+
+from thunder_ext.thunder026.scope import extension_transform
+
+
+@dataclass(eq=False)
+class BlockProgram:
+    """One record's compiled program, and what a call of it stands for."""
+
+    cls: str  # the block's class, as the log names it
+    inputs: list[Proxy]  # the record's proxies that the program takes, in its order
+    written: frozenset[int]  # positions among ``inputs`` whose storage it writes
+    bsyms: list[BoundSymbol]  # the record's bound symbols, which a call stands for
+    output: Any  # the record's output
+    made: list[Proxy]  # what the record's bound symbols make, subsymbols' too
+    run: Callable  # the compiled computation
+    decisions: list  # the decisions of its writes (``InplaceTransform.decisions`` of its trace)
+    seconds: float
+    operator: Symbol | None = None  # its operator on the compilation's ad-hoc executor, once called
+
+    def __call__(self, *args):
+        return self.run(*args)
+
+
+def program_called(bsym: BoundSymbol) -> BlockProgram | None:
+    """The block program that ``bsym`` calls, if it is a call of one."""
+    found = next(iter((bsym._call_ctx or {}).values()), None) if bsym._call_ctx else None
+    return found if isinstance(found, BlockProgram) else None
+
+
+def compiled(record: Any, inputs: list[Proxy], written: frozenset[int]) -> BlockProgram:
+    """``record``'s bound symbols, which read ``inputs`` and write those at ``written``, compiled once."""
+    start = time.perf_counter()
+    cd, model = get_compile_data(), get_tracectx()
+
+    def trace_of(args: list[Proxy], bsyms: list[BoundSymbol], returned: Any, name: str) -> TraceCtx:
+        t = from_trace(model)  # shares the model's names: nothing either makes can collide
+        t.args, t.kwargs, t._siginfo = tuple(args), {}, SigInfo.from_name_and_args(name, list(args))
+        t.bound_symbols = [prims.unpack_trivial.bind(a, name=a.name, output=a) for a in args] + list(bsyms)
+        with tracectx(t):
+            prims.python_return(returned)
+        return t
+
+    computation = trace_of(inputs, record.bsyms, record.output, f"block_{record.cls.__name__}")
+    prologue = trace_of(inputs, [], (tuple(inputs), ()), "prologue")
+    epilogue = trace_of([], [], None, "epilogue")
+    transform, grad_support = extension_transform(), cd.disable_torch_autograd_support
+    traced = transform.traced_blocks  # the model's: its transform logs them once the model is traced, not here
+    transform.traced_blocks, cd.disable_torch_autograd_support = None, grad_support or not cd.is_grad_enabled
+    try:
+        entry = cd.apply_transforms_and_build_cache_entry(cd, CompileStats(), {}, prologue, computation, epilogue)
+    finally:
+        transform.traced_blocks, cd.disable_torch_autograd_support = traced, grad_support
+    decided = getattr(transform, "decisions", {})
+    decisions = next((decided[t] for t in reversed(entry.computation_traces) if t in decided), [])
+    return BlockProgram(record.cls.__name__, inputs, written, record.bsyms, record.output, record.made,
+                        entry.computation_fn, decisions, time.perf_counter() - start)  # fmt: skip
+
+
+def call(program: BlockProgram, swap: dict) -> Any:
+    """Append a call of ``program`` with the tensors ``swap`` gives the record's; return its output."""
+    return _operator(program)(*[swap.get(variableify(p), p) for p in program.inputs])
+
+
+def _operator(program: BlockProgram):
+    """The program's operator on the compilation's ad-hoc executor (which names each operator apart), made once."""
+    if program.operator is None:
+        made = {variableify(p) for p in program.made}
+
+        def meta(*args):  # fresh outputs, as a replay's are; tagged as any op's under grad-off tracing
+            return tree_map(lambda x: x.replace(name=None) if isinstance(x, Proxy) and variableify(x) in made else x,
+                            program.output)  # fmt: skip
+
+        program.operator = jit_ext.get_jit_ctx().ad_hoc_executor.register_operator(
+            f"block_{program.cls}", meta=meta, fn=program, tags=(prims.OpTags.DONT_DCE,)
+        )
+    return program.operator
+
+
+def inlined(call_bsym: BoundSymbol) -> list[BoundSymbol]:
+    """The record's bound symbols with the tensors of ``call_bsym``, a call of a block program: what a replay appends."""
+    program = program_called(call_bsym)
+    swap = {variableify(p): a for p, a in zip(program.inputs, call_bsym.args)}
+    recorded, _ = tree_flatten(program.output)
+    called, _ = tree_flatten(call_bsym.output)
+    swap.update((variableify(p), p.replace(name=None)) for p in program.made)
+    swap.update((variableify(r), c) for r, c in zip(recorded, called) if isinstance(r, Proxy))
+    return [swapped(b, swap) for b in program.bsyms]
+
+
+def swapped(bsym: BoundSymbol, swap: dict) -> BoundSymbol:
+    """``bsym`` with each proxy of ``swap`` replaced once: ``from_bsym_swap_proxies`` follows chains, and a block's
+    argument is the previous block's output, a key and a value of ``swap`` at once."""
+
+    def each(tree):
+        flat, spec = tree_flatten_with_dataclass(tree)
+        return tree_unflatten([swap.get(variableify(x), x) if isinstance(x, Proxy) else x for x in flat], spec)
+
+    return bsym.from_bsym(
+        args=each(bsym.args),
+        kwargs=each(bsym.kwargs),
+        output=each(bsym.output),
+        subsymbols=[swapped(s, swap) for s in bsym.subsymbols],
+    )
