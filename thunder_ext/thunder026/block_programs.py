@@ -64,7 +64,8 @@ class BlockProgram:
 
 def program_called(bsym: BoundSymbol) -> BlockProgram | None:
     """The block program that ``bsym`` calls, if it is a call of one."""
-    found = next(iter((bsym._call_ctx or {}).values()), None) if bsym._call_ctx else None
+    ctx = bsym._call_ctx  # the operator's ``fn``, by its name (``register_operator``)
+    found = next(iter(ctx.values()), None) if ctx else None
     return found if isinstance(found, BlockProgram) else None
 
 
