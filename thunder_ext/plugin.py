@@ -33,8 +33,9 @@ from thunder_ext.transforms import InplaceTransform
 
 class Inplace(Plugin):
     """Run in-place writes in place under ``thunder.compile``; ``strict``, ``replay_blocks``, ``block_programs`` and
-    ``compile_cache`` as in ``thunder_ext.jit``. Under the ``thunder.jit`` interpreter only are repeated blocks replayed and modules
-    kept in the compile cache: ``thunder.fx``'s graphs hold no module calls, and Dynamo guards and caches them."""
+    ``compile_cache`` as in ``thunder_ext.jit``. Under the ``thunder.jit`` interpreter only are repeated blocks
+    replayed and modules kept in the compile cache: ``thunder.fx``'s graphs hold no module calls, and Dynamo guards
+    and caches them."""
 
     policy = PluginPolicy.PRE
 
@@ -48,7 +49,8 @@ class Inplace(Plugin):
 
     def setup_transforms(self) -> list[Transform]:
         cache = [] if self.compile_cache is False else [CompileCache(self.compile_cache)]
-        inplace = InplaceTransform(strict=self.strict, replay_blocks=self.replay_blocks, block_programs=self.block_programs)
+        options = dict(strict=self.strict, replay_blocks=self.replay_blocks, block_programs=self.block_programs)
+        inplace = InplaceTransform(**options)
         return [inplace, *cache]
 
     def setup_lookasides(self) -> list[Lookaside]:

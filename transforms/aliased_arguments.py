@@ -84,8 +84,9 @@ def refuse_unrepresentable_aliased_arguments(prologue_trace: TraceCtx, computati
 def refuse_arguments_sharing_written_state(prologue_trace: TraceCtx, computation_trace: TraceCtx) -> TraceCtx:
     """Add the second rule's check to the prologue of a writing computation: which of its arguments come from the
     call's, which from elsewhere, and the first write into each one's storage."""
-    writes = [(b, [w[1]] if (w := thunder_inplace_write(b)) else block_writes(b)) for b in computation_trace.bound_symbols]
-    writes = [(b, targets) for b, targets in writes if targets]
+    bsyms = computation_trace.bound_symbols
+    written = ((b, [w[1]] if (w := thunder_inplace_write(b)) else block_writes(b)) for b in bsyms)
+    writes = [(b, targets) for b, targets in written if targets]
     if not writes:
         return prologue_trace
     aliases = Aliases(computation_trace.bound_symbols)

@@ -119,7 +119,8 @@ def _operator(program: BlockProgram):
 
 
 def inlined(call_bsym: BoundSymbol) -> list[BoundSymbol]:
-    """The record's bound symbols with the tensors of ``call_bsym``, a call of a block program: what a replay appends."""
+    """The record's bound symbols with the tensors of ``call_bsym``, a call of a block program, as a replay appends
+    them."""
     program = program_called(call_bsym)
     swap = {variableify(p): a for p, a in zip(program.inputs, call_bsym.args)}
     recorded, _ = tree_flatten(program.output)

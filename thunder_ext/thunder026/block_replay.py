@@ -116,7 +116,8 @@ class TracedBlocks:
         line = f"{len(self.calls)} calls of repeated blocks ({kinds}): {', '.join(counts)}"
         why = Counter(c.reason for c in self.calls if c.how == "interpreted" and c.reason != FIRST)
         line += "".join(f"; {n} interpreted: {reason}" for reason, n in why.items())
-        line += "".join(f"; compiled {p.cls} once ({p.seconds:.1f} s), called {n} times" for p, n in self.called.items())
+        line += "".join(f"; compiled {p.cls} once ({p.seconds:.1f} s), called {n} times"
+                        for p, n in self.called.items())  # fmt: skip
         return line + "".join(f"; {n} replayed without a block program: {why}" for why, n in self.not_called.items())
 
 
