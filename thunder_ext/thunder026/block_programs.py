@@ -125,9 +125,15 @@ def inlined(call_bsym: BoundSymbol) -> list[BoundSymbol]:
     swap = {variableify(p): a for p, a in zip(program.inputs, call_bsym.args)}
     recorded, _ = tree_flatten(program.output)
     called, _ = tree_flatten(call_bsym.output)
-    swap.update((variableify(p), p.replace(name=None)) for p in program.made)
     swap.update((variableify(r), c) for r, c in zip(recorded, called) if isinstance(r, Proxy))
-    return [swapped(b, swap) for b in program.bsyms]
+    return replayed(program.bsyms, program.made, swap)
+
+
+def replayed(bsyms: list[BoundSymbol], made: list[Proxy], swap: dict) -> list[BoundSymbol]:
+    """``bsyms`` with the proxies ``swap`` gives, and a fresh name for each other one they make, subsymbols' values
+    too (executors flatten them); ``swap`` gains the fresh ones."""
+    swap.update((v, p.replace(name=None)) for p in made if (v := variableify(p)) not in swap)
+    return [swapped(b, swap) for b in bsyms]
 
 
 def swapped(bsym: BoundSymbol, swap: dict) -> BoundSymbol:

@@ -374,9 +374,7 @@ def _replay(record: _Record, wrapped_self: WrappedValue, leaves: list) -> Wrappe
     if (program := _program(record, swap)) is not None:
         output = block_programs.call(program, swap)
     else:
-        # fresh names for everything the call makes, subsymbols' values too (executors flatten them)
-        swap.update((variableify(p), p.replace(name=None)) for p in record.made)
-        get_tracectx().peek_scope().extend(block_programs.swapped(b, swap) for b in record.bsyms)
+        get_tracectx().peek_scope().extend(block_programs.replayed(record.bsyms, record.made, swap))
         output = tree_map(lambda x: swap.get(variableify(x), x) if isinstance(x, Proxy) else x, record.output)
     return wrap(output, provenance=ProvenanceRecord(PseudoInst.LOOKASIDE, inputs=[wrapped_self.provenance]))
 
