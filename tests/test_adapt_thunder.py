@@ -89,3 +89,33 @@ def test_another_thunder_version_is_refused(monkeypatch):
         thunder_ext.adapt_thunder()
     with pytest.raises(RuntimeError, match=r"lightning-thunder 0\.3\.0"):
         thunder_ext.jit(lambda t: t.add_(1))
+
+
+class _QuotedNames(torch.nn.Module):
+    """A write on a line that holds a double quote (the prologue's refusal of arguments sharing written state names
+    that line), and a string holding both quotes that the code reads (the Python guards compare it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(4))
+        self.mode = """say "hi", it's"""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        getattr(self, "seen").add_(x.sum(0))
+        return x * 2 + self.seen if self.mode.startswith("say") else x
+
+
+@pytest.mark.executor_sets("defaults")  # printing a program text: no executor runs it differently
+def test_a_string_with_quotes_in_a_prologue_check_compiles_as_written(monkeypatch):
+    from thunder.core import codeutils
+
+    eager, x = _QuotedNames(), torch.ones(2, 4)
+    jitted = thunder_ext.jit(_QuotedNames(), compile_cache=False)
+    with torch.no_grad():
+        torch.testing.assert_close(jitted(x), eager(x))
+    assert 'getattr(self, "seen").add_(x.sum(0))' in str(thunder.last_prologue_traces(jitted)[-1])
+    # broken on purpose: thunder's own printer of collections in the extension's compilations
+    (thunders,) = [cell.cell_contents for cell in codeutils.prettyprint.__closure__]
+    monkeypatch.setattr(codeutils, "prettyprint", thunders)
+    with pytest.raises(SyntaxError), torch.no_grad():
+        thunder_ext.jit(_QuotedNames(), compile_cache=False)(x)

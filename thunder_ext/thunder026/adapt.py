@@ -10,7 +10,7 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**Six changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
+**Seven changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
 ``InplaceTransform`` is: ``thunder026/scope.py``); stock ``thunder.jit`` in the same process does and says what it
 did before.
 
@@ -36,6 +36,9 @@ did before.
   name twice, and the fusion pass failed ("that name is already used"); such a region takes none of them. And a
   value that the producer returns for a later region joined no cut, so a region recomputed it from the producer's
   inputs, the ops the extension pins (a write among them) included; such a value joins the cut.
+- A string inside a collection in a program text (a write's source line in a prologue check, a string the Python
+  guards compare): thunder prints it quoted twice where it holds a double quote, and the program did not compile
+  (``SyntaxError``); it is printed as Python reads it back (``thunder_ext.thunder026.printing``).
 
 **What thunder 0.2.6 lacks is added for every compilation**, each entry only where thunder has none: a
 fix, since stock thunder raises where eager computes. From the first ``adapt_thunder`` on, stock
@@ -103,6 +106,7 @@ from thunder_ext.thunder026 import (
     block_replay,
     constraints,
     interpreted_code,
+    printing,
     python_guards,
     rematerialization,
     traced_call,
@@ -155,6 +159,7 @@ def _adapt_once() -> None:
     traced_call.install()  # the traced call's lists, tuples and dicts kept, in the extension's compilations only
     zero_dim_gradients.install()  # a 0-d tensor's gradient summed to its shape, in the extension's compilations
     python_guards.install()  # every Python value read checked at each call, in the extension's compilations only
+    printing.install()  # a string in a collection printed as Python reads it back, in the extension's compilations
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
 
