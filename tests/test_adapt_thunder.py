@@ -10,6 +10,7 @@ import thunder
 import torch
 
 import thunder_ext
+from thunder_ext.thunder026 import attribute_writes
 
 # Runs in a fresh process: in this one, earlier tests have adapted thunder already.
 SCRIPT = """
@@ -119,3 +120,56 @@ def test_a_string_with_quotes_in_a_prologue_check_compiles_as_written(monkeypatc
     monkeypatch.setattr(codeutils, "prettyprint", thunders)
     with pytest.raises(SyntaxError), torch.no_grad():
         thunder_ext.jit(_QuotedNames(), compile_cache=False)(x)
+
+
+class _Counting(torch.nn.Module):
+    """Three attributes assigned in one call, the third from the first two."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = 0, 0, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.a = self.a + 1
+        self.b = self.b + 2
+        self.c = self.a + self.b
+        return x * self.c
+
+
+class _Holding(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = _Counting()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def _attributes(module: _Holding) -> tuple[int, int, int]:
+    return module.inner.a, module.inner.b, module.inner.c
+
+
+@pytest.mark.executor_sets("defaults")  # the interpreter's write-back of attributes: no executor runs it
+def test_every_attribute_a_call_assigns_on_a_submodule_is_written_back(monkeypatch):
+    def run(jitted, eager):
+        for _ in range(3):
+            torch.testing.assert_close(jitted(torch.ones(2)), eager(torch.ones(2)))
+            assert _attributes(jitted._model) == _attributes(eager)
+
+    run(thunder_ext.jit(_Holding(), compile_cache=False), _Holding())
+    # broken on purpose: thunder's own lookaside of object.__setattr__, which writes back only the first
+    monkeypatch.setattr(attribute_writes, "compiling_with_extension", lambda: False)
+    with pytest.raises(AssertionError):
+        run(thunder_ext.jit(_Holding(), compile_cache=False), _Holding())
+
+
+@pytest.mark.executor_sets("defaults")  # refused while tracing, before any executor runs
+def test_an_attribute_assigned_on_the_compiled_module_itself_is_refused_before_anything_runs(monkeypatch):
+    module, x = _Counting(), torch.ones(2)
+    with pytest.raises(attribute_writes.DroppedAttributeWriteError, match=r"assigns 'a', 'b', 'c' on the compiled _Counting itself"):
+        thunder_ext.jit(module, compile_cache=False)(x)
+    assert (module.a, module.b, module.c) == (0, 0, 0)
+    # broken on purpose: thunder's own write-back, which drops them silently
+    monkeypatch.setattr(attribute_writes, "compiling_with_extension", lambda: False)
+    thunder_ext.jit(module, compile_cache=False)(x)
+    assert (module.a, module.b, module.c) == (0, 0, 0)

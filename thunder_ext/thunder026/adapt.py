@@ -10,7 +10,7 @@ ops thunder's fusion executors take (``executors/``), which only a trace of the 
 
 Two kinds of change:
 
-**Seven changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
+**Eight changes hold in the extension's compilations only** (those that carry an ``ExtensionTransform``, as
 ``InplaceTransform`` is: ``thunder026/scope.py``); stock ``thunder.jit`` in the same process does and says what it
 did before.
 
@@ -36,6 +36,9 @@ did before.
   name twice, and the fusion pass failed ("that name is already used"); such a region takes none of them. And a
   value that the producer returns for a later region joined no cut, so a region recomputed it from the producer's
   inputs, the ops the extension pins (a write among them) included; such a value joins the cut.
+- Attributes a call assigns on an object from outside it: thunder wrote back only the first it assigned on each
+  object, and none on an object the prologue has no handle on (the compiled module itself), silently; each is
+  written back, or the compilation raises ``DroppedAttributeWriteError`` (``thunder_ext.thunder026.attribute_writes``).
 - A string inside a collection in a program text (a write's source line in a prologue check, a string the Python
   guards compare): thunder prints it quoted twice where it holds a double quote, and the program did not compile
   (``SyntaxError``); it is printed as Python reads it back (``thunder_ext.thunder026.printing``).
@@ -103,6 +106,7 @@ from thunder_ext.hooks import HOOKS
 from thunder_ext.inplace_errors import naming_errors
 from thunder_ext.thunder026 import (
     alias_updates,
+    attribute_writes,
     block_replay,
     constraints,
     interpreted_code,
@@ -152,6 +156,7 @@ def _adapt_once() -> None:
     _name_inplace_errors()
     _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
+    attribute_writes.install()  # every attribute a call assigns written back, or refused; before replay wraps it
     block_replay.install()  # acts in the extension's compilations that ask for it only
     rematerialization.install()  # no pinned op recomputed; a region recomputing an op receives none of its outputs
     constraints.install()  # the same prologue checks, found without a quadratic scan
