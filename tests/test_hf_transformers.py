@@ -2,7 +2,7 @@
 ``StaticCache`` and ``thunder_ext.GrowingStaticCache``: tokens equal eager's, every cache write in place.
 
 Tiny random Llama and Qwen2 models with grouped-query attention (4 heads, 2 key-value heads; 2 layers, so 4
-cache writes per forward: keys and values of each layer, ``StaticLayer.update``'s ``index_copy_``), greedy
+cache writes per forward: keys and values of each layer, the ``index_copy_`` of the cache layer's ``update``), greedy
 decoding. Eager runs with HF's default ``DynamicCache``, as its users run it, unless the test says otherwise.
 
 What each entry point does with the default cache (docs/design.md#hf-transformers-the-hf-transformers-recipe-and-thunderfx):
@@ -57,7 +57,8 @@ def prompt() -> torch.Tensor:
 
 
 def cache_writes(compiled) -> list:
-    """The decisions of ``StaticLayer.update``'s writes (each names its line of HF's cache, at every entry point)."""
+    """The decisions of the cache layers' writes (each names its line of the cache's ``update``, at every entry
+    point)."""
     return [d for d in thunder_ext.inplace_decisions(compiled) if ".index_copy_(2, " in d.source]
 
 
@@ -276,3 +277,36 @@ def test_thunderfx_leaves_a_cache_the_caller_or_the_model_names_as_it_is():
     assert greedy(twin, prompt(), 2, attention_mask=torch.ones_like(prompt()), past_key_values=static).past_key_values is static
     twin.generation_config.cache_implementation = "static"
     assert type(greedy(twin, prompt(), 2, attention_mask=torch.ones_like(prompt())).past_key_values) is transformers.StaticCache
+
+
+def _replay_reasons(caplog) -> list[str]:
+    return [m for m in map(logging.LogRecord.getMessage, caplog.records) if "calls of repeated blocks" in m]
+
+
+@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors; what is traced is the point
+def test_the_growing_caches_write_assigns_no_attribute_so_decoder_layers_are_kept_from_replay_by_layer_idx_only(
+    caplog, monkeypatch
+):
+    """HF's ``StaticLayer.update`` assigns ``self.device`` at every traced call (thunder's ``Device`` is never a
+    ``torch.device``); a call that assigns an attribute is never replayed. ``GrowingLayer.update`` leaves the check
+    out where the devices agree. What still keeps an HF decoder layer from replay: its ``layer_idx`` indexes the
+    cache, an argument (docs/design.md, "The key")."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    eager = model("llama")
+
+    def first_token(m):
+        return greedy(m, prompt(), 1).sequences
+
+    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
+    assert torch.equal(first_token(compiled), first_token(eager))
+    (said,) = _replay_reasons(caplog)
+    assert said.endswith("1 interpreted: attribute self_attn.layer_idx differs and is read, recorded"), said
+    # broken on purpose: HF's own update, with its check of the device
+    from thunder_ext.integrations.hf_transformers import GrowingLayer, StaticLayer
+
+    monkeypatch.setattr(GrowingLayer, "update", StaticLayer.update)
+    caplog.clear()
+    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
+    assert torch.equal(first_token(compiled), first_token(eager))
+    (said,) = _replay_reasons(caplog)
+    assert "assigns the attribute 'device' of an object it did not make" in said, said

@@ -110,13 +110,26 @@ class GrowingLayer(StaticLayer):
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor,
                cache_kwargs: dict[str, Any] | None = None) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        """``StaticLayer.update``; in a sliding-window layer, the circular write of rule 6."""
-        if self.window is None:
-            return super().update(key_states, value_states, cache_kwargs)
+        """``StaticLayer.update``; in a sliding-window layer, the circular write of rule 6.
+
+        Where the buffers are on the states' device already, HF's check of ``self.device`` is left out: thunder's
+        interpreter gives the states its own ``Device``, which never equals a ``torch.device``, so the check assigned
+        ``self.device`` at every traced call, and a call that assigns an attribute is not replayed
+        (``thunder_ext/thunder026/block_replay.py``): every decoder layer was interpreted."""
         if self.keys is None:  # a lazy layer's first write
             self.lazy_initialization(key_states)
-        positions = cache_kwargs["cache_position"]
+        if self.window is None and self.keys.device != key_states.device:
+            return super().update(key_states, value_states, cache_kwargs)  # HF moves the buffers to the states
+        positions = cache_kwargs.get("cache_position") if cache_kwargs else None
         key_states, value_states = key_states.to(self.keys.dtype), value_states.to(self.values.dtype)
+        if self.window is None:
+            if positions is None:  # HF's prefill of all positions
+                self.keys.copy_(key_states)
+                self.values.copy_(value_states)
+            else:
+                self.keys.index_copy_(2, positions, key_states)
+                self.values.index_copy_(2, positions, value_states)
+            return self.keys, self.values
         if positions.shape[0] == 1:
             slot = positions % self.window
             self.keys.index_copy_(2, slot, key_states)
