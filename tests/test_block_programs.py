@@ -21,6 +21,7 @@ from torch.testing import assert_close
 
 import thunder_ext
 from helpers import VOCAB, caches, small_llama
+from thunder_ext.thunder026 import cache_entries
 from thunder_ext.thunder026.block_programs import program_called
 from thunder_ext.transforms import block_calls
 
@@ -156,13 +157,33 @@ def test_an_hf_decoder_through_the_recipe_and_the_plugin_calls_its_program():
     assert calls_of_programs(compiled) == 2  # of its three decoder layers: the first is interpreted
 
 
-@pytest.mark.executor_sets("defaults")  # the cache's refusal: no executor runs differently
-def test_a_compilation_that_calls_a_program_is_not_saved_to_the_compile_cache(caplog):
+def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes_what_a_fresh_one_does(
+    caplog, monkeypatch, tmp_path, executor_set
+):
+    """The compile cache stores each program a compilation calls within its entry; a jit over the same folder loads
+    the entry and calls the programs rebuilt from it. Under the torch.compile executor the entry names Inductor's
+    regions, and is not saved, as any such entry."""
     caplog.set_level(logging.INFO, logger="thunder_ext")
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
-    jitted = thunder_ext.jit(Stack(), block_programs=True, compile_cache=True)
-    with torch.no_grad():
-        jitted(torch.ones(4, 8))
-    assert calls_of_programs(jitted) == 2
-    refused = [r.getMessage() for r in caplog.records if "not saved to the compile cache" in r.getMessage()]
-    assert len(refused) == 1 and "a later process cannot import" in refused[0], refused
+    model = Stack()
+
+    def run() -> tuple:
+        jitted, eager = thunder_ext.jit(copy.deepcopy(model), block_programs=True, compile_cache=True), copy.deepcopy(model)
+        with torch.no_grad():
+            for step in range(2):
+                x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
+                assert_close(jitted(x), eager(x))
+        for ours, theirs in zip(jitted._model.buffers(), eager.buffers(), strict=True):
+            assert_close(ours, theirs)
+        return jitted
+
+    assert calls_of_programs(run()) == 2 and thunder_ext.cache_loads(run()) == (executor_set == "defaults")
+    if executor_set == "torch_compile":
+        refused = [r.getMessage() for r in caplog.records if "not saved to the compile cache" in r.getMessage()]
+        assert refused and all("TorchCompile" in m for m in refused), refused
+        return
+    # broken on purpose: an entry loaded without the programs it calls
+    monkeypatch.setattr(cache_entries.Program, "loaded", classmethod(lambda cls, f: cls(f["function"], f["text"], f["names"])))
+    with pytest.raises(NameError, match="block_Layer_0"):
+        run()

@@ -129,12 +129,12 @@ class _Cache:
             log.info("thunder_ext: compile cache: removed %s: %s changed since it was saved", stored.path, changed)
             store.remove(stored.path)
             return None
-        programs = {r: None if payload["programs"][r] is None else Program(**payload["programs"][r]) for r in ROLES}
+        programs = {r: None if payload["programs"][r] is None else Program.loaded(payload["programs"][r]) for r in ROLES}
         decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
         look = Look(self.jitted, payload["describe"], stored.path, decisions)
         autocast = payload["autocast"]
         entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), look.lists, autocast)
-        guard = None if payload["guard"] is None else rebuilt(Program(**payload["guard"]), cd.fn, autocast)
+        guard = None if payload["guard"] is None else rebuilt(Program.loaded(payload["guard"]), cd.fn, autocast)
         first_use = _FirstUse(entry.prologue_fn, guard, payload["state"], self, look, start)
         return entry._replace(prologue_fn=first_use)
 

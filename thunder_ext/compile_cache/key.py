@@ -79,7 +79,7 @@ def depends_on(key: dict, traced_files: set[str], programs: dict[str, Program | 
     """The digest of each other source the entry's trace came from than ``key``'s code: ``traced_files`` (those of
     its ops' lines) and those of the functions its programs call."""
     files = set(traced_files)
-    for program in (p for p in programs.values() if p is not None):
+    for program in (b for p in programs.values() if p is not None for b in p.with_blocks()):
         for reference in program.names.values():
             if reference not in (COMPILED, NONE) and ":" in reference:
                 files |= set(_files_of(imported(reference)))

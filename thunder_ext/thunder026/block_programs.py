@@ -18,7 +18,9 @@ transform answers through ``ExtensionTransform.block_program_writes``); here is 
 - **Inlined.** ``inlined`` gives a call's replayed bound symbols, the record's with that call's tensors, for a pass
   that puts the block's ops back where a call cannot stand for them.
 
-The compile cache stores no entry that calls a program: the program is not a name a later process can import.
+The compile cache stores a program within the entry of each compilation that calls it, as a program text of its own
+(``cache_entries.Program.blocks``); a loaded entry calls the program rebuilt from it. A model of another depth has
+another entry, and compiles its programs afresh.
 
 Written for thunder 0.2.6: the compile data's pipeline, the ad-hoc executor, ``disable_torch_autograd_support``.
 Retired by: thunder compiling a repeated module once itself.

@@ -5,9 +5,9 @@ thunder keeps what one compilation made in a ``CacheEntry`` of Python functions,
 kept in ``linecache`` under the function's file name). thunder 0.2.6 cannot store an entry. Here an entry is read
 back from exactly what thunder executes: each function's text and the globals it was executed in. Where every
 global is something a later process can import again (a module, a function or class by module and qualified name,
-an executor's operator by the two names) the entry is stored as ``Program``s, and rebuilt by ``build_callable`` as thunder built it; an entry whose
-programs name anything else (a compiled fusion region, a tensor constant, a closure) cannot be stored, and
-``programs_of`` says why.
+an executor's operator by the two names; a block program, by its own program text) the entry is stored as
+``Program``s, and rebuilt by ``build_callable`` as thunder built it; an entry whose programs name anything else (a
+compiled fusion region, a tensor constant, a closure) cannot be stored, and ``programs_of`` says why.
 
 Read or set here: ``CacheEntry``; ``CompileStats.interpreter_cache``, the list thunder's jit searches for an entry
 whose prologue accepts the call (newest first) and appends each compilation's entry to; the prologue that thunder
@@ -26,7 +26,7 @@ import linecache
 import re
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import thunder
 import torch
@@ -34,6 +34,8 @@ from thunder import CacheEntry
 from thunder.common import transform_for_execution
 from thunder.core.baseutils import build_callable
 from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_executor
+
+from thunder_ext.thunder026.block_programs import BlockProgram
 
 # what thunder's program texts call ``__function_obj``: the function or module being compiled
 COMPILED = "<the compiled function>"
@@ -49,11 +51,25 @@ _AD_HOC = re.compile(r"^__ad_hoc_executor_\d+$")
 @dataclass(frozen=True)
 class Program:
     """One function of a cache entry: the text thunder executes, the function it defines, and what each other name
-    it uses stands for (``module:qualname`` for a function or class, ``module`` for a module, or ``COMPILED``)."""
+    it uses stands for (``module:qualname`` for a function or class, ``module`` for a module, or ``COMPILED``);
+    ``blocks``: each block program it calls (``block_programs``), by that name, as a program of its own."""
 
     function: str
     text: str
     names: dict[str, str]
+    blocks: dict[str, Program] = field(default_factory=dict)
+
+    @classmethod
+    def loaded(cls, fields: dict) -> Program:
+        """The program ``dataclasses.asdict`` gave ``fields``."""
+        blocks = {name: cls.loaded(block) for name, block in fields.get("blocks", {}).items()}
+        return cls(fields["function"], fields["text"], fields["names"], blocks)
+
+    def with_blocks(self) -> Iterator[Program]:
+        """This program, and the block programs it calls."""
+        yield self
+        for block in self.blocks.values():
+            yield from block.with_blocks()
 
 
 class NotStorable(Exception):
@@ -163,12 +179,19 @@ def _program(fn: types.FunctionType, compiled: object) -> Program:
         raise NotStorable(f"its function {code.co_name} is not a program thunder built from a trace")
     # the header comment says how long thunder's pass took: without it, one compilation is one text in any process
     text = _TOOK.sub("", "".join(lines[2]))
-    names = {}
+    names, blocks = {}, {}
     for name, value in fn.__globals__.items():
         if name in ("__builtins__", code.co_name) or name not in text:  # a global the program never names
             continue
+        if isinstance(value, BlockProgram):  # a program thunder built too: stored whole, within this one
+            blocks[name] = _program(inspect.unwrap(value.run), compiled)
+            continue
         names[name] = COMPILED if value is compiled and name == "__function_obj" else _reference(name, value)
-    return Program(code.co_name, text, names)
+    # the ad-hoc executor names a block's operator with its own id: named by order instead, one text in any process
+    for k, name in enumerate(sorted(blocks, key=text.index)):
+        stable = f"{name.rsplit('_', 2)[0]}_{k}"
+        text, blocks[stable] = re.sub(rf"\b{name}\b", stable, text), blocks.pop(name)
+    return Program(code.co_name, text, names, blocks)
 
 
 def _reference(name: str, value: object) -> str:
@@ -246,7 +269,7 @@ def _autocast_as(enabled: list[bool]) -> Iterator[None]:
 def rebuilt(program: Program, compiled: object, autocast: list[bool]) -> Callable:
     """The function of ``program``, as thunder would build it for ``compiled`` where autocast was as ``autocast``
     says (``autocast_now``); ``NotStorable`` where a name no longer imports."""
-    ctx = {}
+    ctx = {name: rebuilt(block, compiled, autocast) for name, block in program.blocks.items()}
     for name, reference in program.names.items():
         if reference in (COMPILED, NONE):
             ctx[name] = compiled if reference == COMPILED else None
