@@ -50,9 +50,10 @@ import time
 import traceback
 import types
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import thunder
 import torch
@@ -611,7 +612,7 @@ class Outcome:
         return not self.discarded and (self.error is not None or not equal)
 
 
-def _import(name: str, path: Path):
+def import_file(name: str, path: Path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
@@ -619,14 +620,14 @@ def _import(name: str, path: Path):
     return module
 
 
-def _same(a: object, b: object) -> bool:
+def same(a: object, b: object) -> bool:
     if isinstance(a, torch.Tensor):
         close = isinstance(b, torch.Tensor) and a.shape == b.shape
         return close and torch.allclose(a, b, rtol=1e-4, atol=1e-5, equal_nan=True)
     if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return a == b
 
 
@@ -645,9 +646,9 @@ def run_pair(pair: Pair, folder: Path) -> Outcome:
     try:
         if pair.cfg_source:
             (folder / f"{pair.name}_cfg.py").write_text(pair.cfg_source)
-            _import(f"{pair.name}_cfg", folder / f"{pair.name}_cfg.py")
+            import_file(f"{pair.name}_cfg", folder / f"{pair.name}_cfg.py")
         (folder / f"{pair.name}.py").write_text(pair.source)
-        module = _import(pair.name, folder / f"{pair.name}.py")
+        module = import_file(pair.name, folder / f"{pair.name}.py")
         os.environ["THUNDER_EXT_CACHE_DIR"] = str(folder / "cache")
         with torch.no_grad():
             a, args_a = module.build(pair.params_a)
@@ -671,15 +672,15 @@ def run_pair(pair: Pair, folder: Path) -> Outcome:
             outcome.loaded = thunder_ext.cache_loads(jitted) > 0
             eager, args_e = module.build(pair.params_b)
             want = eager(*args_e)
-            outcome.equal = _same(got, want) and _same(args_b, args_e) and _same(_state(b), _state(eager))
+            outcome.equal = same(got, want) and same(args_b, args_e) and same(_state(b), _state(eager))
             # 2. A's jitted object, with B's inputs, B's globals and class attributes
             got, want = jitted_a(*module.build(pair.params_b)[1]), eager_a(*module.build(pair.params_b)[1])
-            outcome.equal_same_object = _same(got, want) and _same(_state(a), _state(eager_a))
+            outcome.equal_same_object = same(got, want) and same(_state(a), _state(eager_a))
             # 3. A's object and its eager twin edited alike, in place, to hold B's Python values
             _edit_in_place(a, module.build(pair.params_b)[0])
             _edit_in_place(eager_a, module.build(pair.params_b)[0])
             got, want = jitted_a(*module.build(pair.params_b)[1]), eager_a(*module.build(pair.params_b)[1])
-            outcome.equal_edited = _same(got, want) and _same(_state(a), _state(eager_a))
+            outcome.equal_edited = same(got, want) and same(_state(a), _state(eager_a))
     except Exception:
         outcome.error = traceback.format_exc(limit=-8)
     finally:
@@ -734,17 +735,24 @@ def _stock_fails(module, params: dict) -> bool:
 
 
 @dataclass
-class Summary:
-    outcomes: list[Outcome] = field(default_factory=list)
+class Runs:
+    """The outcomes of a fuzzer's run (each with ``wrong`` and ``discarded``), and how long it took; shared with
+    ``block_fuzzer.py``."""
+
+    outcomes: list = field(default_factory=list)
     seconds: float = 0.0
 
     @property
-    def wrong(self) -> list[Outcome]:
+    def wrong(self) -> list:
         return [o for o in self.outcomes if o.wrong]
 
     @property
-    def discarded(self) -> list[Outcome]:
+    def discarded(self) -> list:
         return [o for o in self.outcomes if o.discarded]
+
+
+class Summary(Runs):
+    """The guard fuzzer's run."""
 
     @property
     def must_load(self) -> list[Outcome]:
@@ -782,17 +790,30 @@ class Summary:
 def run_pairs(seed: int, n: int, folder: Path | None = None) -> Summary:
     """``n`` pairs of ``seed``, each in a folder of its own under ``folder`` (a temporary one if None), removed
     unless the pair went wrong."""
-    folder = Path(folder or tempfile.mkdtemp(prefix="guard-fuzz-"))
-    summary, start = Summary(), time.perf_counter()
-    for pair in pairs(seed, n):
-        outcome = run_pair(pair, folder / pair.name)
+    return run_each(pairs(seed, n), run_pair, Summary(), folder or tempfile.mkdtemp(prefix="guard-fuzz-"))
+
+
+def run_each(items: Iterable, run: Callable, summary: Any, folder: Path | str) -> Any:
+    """``run(item, folder / item.name)`` for each item, its outcome appended to ``summary.outcomes`` and its folder
+    removed unless the outcome went wrong; ``summary.seconds`` set. Shared with ``block_fuzzer.py``."""
+    start = time.perf_counter()
+    for item in items:
+        outcome = run(item, Path(folder) / item.name)
         summary.outcomes.append(outcome)
         if not outcome.wrong:
-            shutil.rmtree(folder / pair.name, ignore_errors=True)
+            shutil.rmtree(Path(folder) / item.name, ignore_errors=True)
         if len(summary.outcomes) % 50 == 0:
             gc.collect()  # between compilations: the tests pause automatic collection
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def checked(summary: Any) -> str:
+    """``summary``'s report, printed; fails where a program went wrong. Shared with ``test_block_fuzzer.py``."""
+    report = summary.report()
+    print(report)
+    assert not summary.wrong, report
+    return report
 
 
 def main(argv: list[str] | None = None) -> int:
