@@ -161,15 +161,16 @@ def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes
     caplog, monkeypatch, tmp_path, executor_set
 ):
     """The compile cache stores each program a compilation calls within its entry; a jit over the same folder loads
-    the entry and calls the programs rebuilt from it. Under the torch.compile executor the entry names Inductor's
-    regions, and is not saved, as any such entry."""
+    the entry and calls the programs rebuilt from it; a deeper model compiles its own. Under the torch.compile
+    executor the entry names Inductor's regions, and is not saved, as any such entry."""
     caplog.set_level(logging.INFO, logger="thunder_ext")
     monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
     model = Stack()
 
-    def run() -> tuple:
-        jitted, eager = thunder_ext.jit(copy.deepcopy(model), block_programs=True, compile_cache=True), copy.deepcopy(model)
+    def run(model: nn.Module = model):
+        eager = copy.deepcopy(model)
+        jitted = thunder_ext.jit(copy.deepcopy(model), block_programs=True, compile_cache=True)
         with torch.no_grad():
             for step in range(2):
                 x = torch.randn(4, 8, generator=torch.Generator().manual_seed(step))
@@ -183,7 +184,11 @@ def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes
         refused = [r.getMessage() for r in caplog.records if "not saved to the compile cache" in r.getMessage()]
         assert refused and all("TorchCompile" in m for m in refused), refused
         return
+    deeper = copy.deepcopy(model)
+    deeper.layers.append(Layer())
+    assert thunder_ext.cache_loads(run(deeper)) == 0  # another entry: its programs compiled afresh
     # broken on purpose: an entry loaded without the programs it calls
-    monkeypatch.setattr(cache_entries.Program, "loaded", classmethod(lambda cls, f: cls(f["function"], f["text"], f["names"])))
+    without_blocks = classmethod(lambda cls, f: cls(f["function"], f["text"], f["names"]))
+    monkeypatch.setattr(cache_entries.Program, "loaded", without_blocks)
     with pytest.raises(NameError, match="block_Layer_0"):
         run()

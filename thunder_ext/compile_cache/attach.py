@@ -129,7 +129,7 @@ class _Cache:
             log.info("thunder_ext: compile cache: removed %s: %s changed since it was saved", stored.path, changed)
             store.remove(stored.path)
             return None
-        programs = {r: None if payload["programs"][r] is None else Program.loaded(payload["programs"][r]) for r in ROLES}
+        programs = {r: None if (p := payload["programs"][r]) is None else Program.loaded(p) for r in ROLES}
         decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
         look = Look(self.jitted, payload["describe"], stored.path, decisions)
         autocast = payload["autocast"]
