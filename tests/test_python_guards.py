@@ -257,6 +257,61 @@ def test_a_loaded_entry_is_guarded_as_a_compiled_one(tmp_path, monkeypatch):
         assert thunder.cache_misses(jitted) == 2
 
 
+class _Scale(torch.nn.Module):
+    def __init__(self, k: float | None) -> None:
+        super().__init__()
+        self.k = k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.tanh() if self.k is None else x * self.k
+
+
+def _scaled() -> torch.nn.Sequential:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 4), _Scale(None), torch.nn.Linear(4, 4), _Scale(None))
+
+
+def _run_with_a_submodule_replaced_before_the_first_compilation(loaded: bool) -> None:
+    """``loaded``: the first call loads an entry from the compile cache, so the first compilation comes after the
+    edit."""
+    x = torch.randn(2, 4)
+    if loaded:
+        with torch.no_grad():
+            thunder_ext.jit(_scaled(), compile_cache=True)(x)  # saves what the next jit loads
+    eager, model = _scaled(), _scaled()
+    jitted = thunder_ext.jit(model, compile_cache=loaded)
+    with torch.no_grad():
+        if loaded:
+            torch.testing.assert_close(jitted(x), eager(x))
+            assert thunder_ext.cache_loads(jitted) == 1
+        for m in (eager, model):
+            m[3] = _Scale(2.0)
+        torch.testing.assert_close(jitted(x), eager(x))
+
+
+def test_a_submodule_replaced_before_the_first_call_is_the_one_that_runs(monkeypatch):
+    """A submodule replaced after thunder made the ``ThunderModule`` is the module's, not a transform's own entry of
+    the snapshot (``compiled.note_members``): the compilation runs it."""
+    _run_with_a_submodule_replaced_before_the_first_compilation(loaded=False)
+    from thunder_ext.thunder026 import scope
+
+    monkeypatch.setattr(scope, "note_members", lambda model: None)  # broken on purpose: nothing noted
+    with pytest.raises(RuntimeError, match="Expected None to be equal to and have the type of 2.0"):
+        _run_with_a_submodule_replaced_before_the_first_compilation(loaded=False)
+
+
+@pytest.mark.executor_sets("defaults")  # the compile cache keeps no torch.compile region: nothing would load
+def test_a_submodule_replaced_after_a_load_is_the_one_the_first_compilation_runs(tmp_path, monkeypatch):
+    """The same where the first call loaded an entry (found by the block fuzzer: a second jit over the same folder)."""
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    _run_with_a_submodule_replaced_before_the_first_compilation(loaded=True)
+    from thunder_ext.thunder026 import scope
+
+    monkeypatch.setattr(scope, "note_members", lambda model: None)  # broken on purpose: nothing noted
+    with pytest.raises(RuntimeError, match="Expected None to be equal to and have the type of 2.0"):
+        _run_with_a_submodule_replaced_before_the_first_compilation(loaded=True)
+
+
 def test_a_weight_a_transform_gave_the_thunder_module_stays_its_own():
     """The snapshot is made the module's again at each compilation, and checked at each call, but for the entries a
     transform set: the call computes with the transform's weight, and compiles once."""

@@ -7,8 +7,9 @@
 - ``synced_members``: a ``ThunderModule``'s prologue unpacks its module's submodules, parameters and buffers from
   that snapshot, while the interpreter traces the module itself: a submodule replaced or a parameter rebound after
   the snapshot was traced as the new one and run with the old one (stock thunder computes with the old weights). The
-  extension's compilations make the snapshot the module's again, and their prologues check that it still is.
-  Retired by: the same.
+  extension's compilations make the snapshot the module's again, and their prologues check that it still is; but
+  for the entries a transform set, which ``note_members``, called as thunder makes the module, tells from the
+  module's members. Retired by: the same.
 - ``compiled_module``: the module a ``ThunderModule`` compiles (``_model``). Retired by: a public accessor.
 - ``thunderfx_backend``: the ``ThunderCompiler`` a ``thunderfx`` result compiles with (``_backend``). Retired by: a
   public accessor.
@@ -46,9 +47,13 @@ def refresh_thunder_module(model: ThunderModule, buffers: dict[str, torch.Tensor
 
 
 _SNAPSHOTS = {"_module_cache": "_modules", "_overrides_parameters": "_parameters", "_overrides_buffers": "_buffers"}
-# per ThunderModule, the snapshot's entries that were not the module's when first synced: a transform's (thunder's
-# ``transform_module`` sets them, a quantized weight say), which stay as it set them
+# per ThunderModule, the snapshot's entries that were not the module's when first synced and were not changed on the
+# module since it was made: a transform's (thunder's ``transform_module`` sets them, a quantized weight say), which
+# stay as it set them
 _TRANSFORMS_OWN: weakref.WeakKeyDictionary[ThunderModule, frozenset[tuple[str, str]]] = weakref.WeakKeyDictionary()
+# per ThunderModule, the id of each snapshot entry that was the module's member when the extension's transform saw it
+# made (``note_members``): where the snapshot still holds that member and the module another, the module changed
+_MEMBERS_WHEN_MADE: weakref.WeakKeyDictionary[ThunderModule, dict[tuple[str, str], int]] = weakref.WeakKeyDictionary()
 Steps = tuple[tuple[str, str], ...]
 
 
@@ -58,18 +63,33 @@ def thunder_module_compiling(module: object) -> ThunderModule | None:
     return tm if isinstance(tm, ThunderModule) and tm._model is module else None
 
 
+def note_members(model: ThunderModule) -> None:
+    """Note which of ``model``'s snapshot entries are its module's members: called as thunder makes it (a
+    transform's ``transform_module``), before any call, so that a member the user replaces on the module before the
+    first compilation (a load from the compile cache may stand for it) is not taken for a transform's own."""
+    live = _members(model)
+    _MEMBERS_WHEN_MADE[model] = {(kind, name): id(v) for kind, members in live.items()
+                                 for name, v in getattr(model, kind).items() if members.get(name) is v}  # fmt: skip
+
+
+def _members(model: ThunderModule) -> dict[str, dict]:
+    """The module's submodules, parameters and buffers now, by the snapshot they stand for."""
+    return {kind: dict(members()) for kind, members in (("_module_cache", model._model.named_modules),
+            ("_overrides_parameters", model._model.named_parameters),
+            ("_overrides_buffers", model._model.named_buffers))}  # fmt: skip
+
+
 def synced_members(model: ThunderModule) -> list[tuple[Steps, Steps]]:
     """Make ``model``'s snapshot its module's submodules, parameters and buffers again (but a transform's entries),
     and return each entry that is the module's as two paths: from the module (``_modules``, ``_parameters`` and
     ``_buffers`` items) and from ``model`` (its snapshot's item)."""
-    live = {kind: dict(members()) for kind, members in (("_module_cache", model._model.named_modules),
-            ("_overrides_parameters", model._model.named_parameters),
-            ("_overrides_buffers", model._model.named_buffers))}  # fmt: skip
+    live = _members(model)
     own = _TRANSFORMS_OWN.get(model)
     if own is None:
+        when_made = _MEMBERS_WHEN_MADE.get(model, {})
         own = _TRANSFORMS_OWN[model] = frozenset(
             (kind, name) for kind, members in live.items() for name, v in getattr(model, kind).items()
-            if members.get(name) is not v
+            if members.get(name) is not v and when_made.get((kind, name)) != id(v)
         )  # fmt: skip
     paths = []
     for kind, members in live.items():

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from thunder.core.compile_data import get_compile_data
+from thunder.core.module import ThunderModule
 from thunder.core.transforms import Transform
+
+from thunder_ext.thunder026.compiled import note_members
 
 if TYPE_CHECKING:
     from thunder_ext.thunder026.block_replay import TracedBlocks
@@ -28,6 +31,9 @@ class ExtensionTransform(Transform):
         self.replay_blocks = replay_blocks
         self.block_programs = block_programs
         self.traced_blocks: TracedBlocks | None = None  # of the compilation being traced, or the last one
+
+    def transform_module(self, model: ThunderModule) -> None:
+        note_members(model)  # as thunder makes the module: which of its snapshot's entries are the module's
 
     def block_program_writes(self, bsyms: list, inputs: list, module_tensors: set, output: Any) -> frozenset[int] | str:
         """The positions among ``inputs`` whose storage a block's ``bsyms`` write, where a call of their program may
