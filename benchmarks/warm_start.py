@@ -3,7 +3,8 @@
 Models: the demo model (4 layers) and SmolLM2-135M's litgpt config (30 layers, random weights). Runners, each
 twice in a fresh process, cold (its caches empty) then warm (what the cold process left): eager (litgpt's
 ``input_pos_maxp1``), ``thunder_ext.jit`` with the growing cache (the compile cache in a folder of the run's own),
-and ``torch.compile(model, dynamic=True)`` (Inductor's caches, as torch.compile keeps them on disk, in a folder of
+the same with ``block_programs=True`` (each entry holds the programs it calls), and
+``torch.compile(model, dynamic=True)`` (Inductor's caches, as torch.compile keeps them on disk, in a folder of
 the run's own). A run: litgpt's ``generate`` of a 16-token prompt and 128 new tokens at ``max_seq_length`` 2048.
 
 First token: from building the model and what compiles it (after the imports, which every runner pays alike and
@@ -27,6 +28,7 @@ from thunder_ext.benchmarks.compile_time import (
     DYNAMIC,
     EAGER,
     EXT,
+    EXT_PROGRAMS,
     MAX_SEQ_LENGTH,
     PROMPT,
     build,
@@ -39,7 +41,7 @@ from thunder_ext.benchmarks.measure import gc_paused, status
 from thunder_ext.benchmarks.report import Table, Target, ratio
 
 NEW = 128
-RUNNERS = (EAGER, EXT, DYNAMIC)
+RUNNERS = (EAGER, EXT, EXT_PROGRAMS, DYNAMIC)
 STARTS = ("cold", "warm")
 # the targets: seconds to a warm first token
 WARM_FIRST_TOKEN_S = {"SmolLM2-135M": 5.0, "demo": 2.0}
