@@ -190,7 +190,7 @@ def _program(fn: types.FunctionType, compiled: object) -> Program:
     # the ad-hoc executor names a block's operator with its own id: named by order instead, one text in any process
     for k, name in enumerate(sorted(blocks, key=text.index)):
         stable = f"{name.rsplit('_', 2)[0]}_{k}"
-        text, blocks[stable] = re.sub(rf"\b{name}\b", stable, text), blocks.pop(name)
+        text, blocks[stable] = re.sub(rf"\b{re.escape(name)}\b", stable, text), blocks.pop(name)
     return Program(code.co_name, text, names, blocks)
 
 
