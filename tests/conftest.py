@@ -21,7 +21,7 @@ warnings.filterwarnings("ignore", message="transformer_engine module not found")
 import thunder  # noqa: E402  (after the filter: thunder warns at import)
 
 from thunder_ext.tools.pytest_plugin import EXECUTOR_SET_OPTION, EXECUTOR_SETS, executors_of  # noqa: E402
-from thunder_ext.tools.timing import gc_paused  # noqa: E402
+from thunder_ext.gc_pause import gc_paused  # noqa: E402
 
 pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in pytest
 

@@ -24,7 +24,7 @@ from thunder_ext.transforms.pipeline import PIPELINE, Hook
 # points), and the command line, which runs the demo and the benchmarks.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("thunder_ext.primitive", "thunder_ext.inplace_errors", "thunder_ext.logs", "thunder_ext.hooks",
-              "thunder_ext.libraries")),
+              "thunder_ext.libraries", "thunder_ext.gc_pause")),
     ("executors", ("thunder_ext.executors",)),
     ("thunder 0.2.6 glue", ("thunder_ext.thunder026",)),
     ("transforms", ("thunder_ext.transforms",)),

@@ -188,7 +188,7 @@ def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes
     deeper.layers.append(Layer())
     assert thunder_ext.cache_loads(run(deeper)) == 0  # another entry: its programs compiled afresh
     # broken on purpose: an entry loaded without the programs it calls
-    without_blocks = classmethod(lambda cls, f: cls(f["function"], f["text"], f["names"]))
+    without_blocks = classmethod(lambda cls, f: cls(f["function"], f["text"], f["names"], f["code"]))
     monkeypatch.setattr(cache_entries.Program, "loaded", without_blocks)
     with pytest.raises(NameError, match="block_Layer_0"):
         run()

@@ -22,6 +22,7 @@ import torch
 
 from thunder_ext.compile_cache import store
 from thunder_ext.compile_cache.loaded_traces import FirstCall, LookError
+from thunder_ext.thunder026.cache_entries import bytecode
 
 # the cache holds entries of the default executors; what the torch.compile executor compiles is tested on its own
 pytestmark = pytest.mark.executor_sets("defaults")
@@ -180,14 +181,21 @@ def test_verify_compiles_afresh_and_says_whether_the_stored_entry_is_that_compil
     said = [m for m in verified["logs"] if "compile cache verify" in m]
     assert said == ["thunder_ext: compile cache verify: Net.forward(x: cpu f32[4, 8]): the stored entry is this "
                     "compilation"], verified["logs"]  # fmt: skip
-    # an entry that runs another program for the call, as a stale key would give
-    computation = lambda p: p["programs"]["computation"]  # noqa: E731  (its SCALE, 2.0, taken as 3.0)
-    _rewritten(path, lambda p: computation(p).update(text=computation(p)["text"].replace(", 2.0,", ", 3.0,")))
-    verified = run(project, env=env_of(project, THUNDER_EXT_CACHE="verify"))
-    said = [m for m in verified["logs"] if "compile cache verify" in m]
-    assert said == [f"thunder_ext: compile cache verify: Net.forward(x: cpu f32[4, 8]): the stored entry {path} "
-                    "differs from this compilation in programs.computation"], verified["logs"]  # fmt: skip
-    assert entry_files(project) == [path]  # verifying replaces nothing
+    # an entry that runs another program for the call, as a stale key would give (its SCALE, 2.0, taken as 3.0),
+    # then one whose text is this compilation's but whose bytecode, which is what runs, is not
+    original = store.read(path)[0].payload["programs"]["computation"]["text"]
+    stale = original.replace(", 2.0,", ", 3.0,")
+    for text in (stale, original):
+        _rewritten(path, lambda p: p["programs"]["computation"].update(text=text, code=bytecode(stale)))
+        verified = run(project, env=env_of(project, THUNDER_EXT_CACHE="verify"))
+        said = [m for m in verified["logs"] if "compile cache verify" in m]
+        assert said == [f"thunder_ext: compile cache verify: Net.forward(x: cpu f32[4, 8]): the stored entry {path} "
+                        "differs from this compilation in programs.computation"], verified["logs"]  # fmt: skip
+        assert entry_files(project) == [path]  # verifying replaces nothing
+    # what a load runs is the bytecode: the entry above, loaded, scales by 3.0
+    warm = run(project)
+    scaled = (torch.tensor(cold["outs"]) * 1.5).tolist()  # in float32, as a*2.0 (exact) times 1.5 rounds as a*3.0
+    assert loaded(warm) and warm["outs"] == scaled, (warm["outs"], cold["outs"])
 
 
 def test_by_default_a_compilation_is_saved_and_loaded_and_opt_in_saves_only_what_asks(cold):

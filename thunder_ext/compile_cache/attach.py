@@ -37,6 +37,7 @@ from thunder_ext.thunder026.cache_entries import (
     programs_of,
     rebuilt,
     rebuilt_entry,
+    runs_its_text,
     try_first,
 )
 from thunder_ext.thunder026.interpreted_code import files_interpreted
@@ -199,18 +200,25 @@ class _Cache:
 def _comparable(payload: dict) -> dict:
     """What of an entry runs, wherever the code lies: each file its decisions name by the module that runs from it
     (the user's lines are in the programs' checks and comments, and another checkout's paths differ), the programs
-    without their comment lines."""
+    without their comment lines, and each program's bytecode by whether it is its text's compilation (marshal's
+    bytes differ between processes)."""
 
     def named(text: str) -> str:
         for path, name in payload["decision_files"].items():
             text = text.replace(path, name)
         return text
 
-    programs = {role: None if p is None else {**p, "text": "\n".join(
-        line for line in named(p["text"]).splitlines() if not line.lstrip().startswith("#"))}
-        for role, p in payload["programs"].items()}  # fmt: skip
+    def program(p: dict | None) -> dict | None:
+        if p is None:
+            return None
+        text = "\n".join(line for line in named(p["text"]).splitlines() if not line.lstrip().startswith("#"))
+        blocks = {name: program(b) for name, b in p["blocks"].items()}
+        return {**p, "text": text, "code": runs_its_text(Program.loaded(p)), "blocks": blocks}
+
+    programs = {role: program(p) for role, p in payload["programs"].items()}
     decisions = [{**d, "source": named(d["source"] or "")} for d in payload["decisions"]]
-    return {**payload, "programs": programs, "decisions": decisions, "decision_files": None}
+    return {**payload, "programs": programs, "guard": program(payload["guard"]), "decisions": decisions,
+            "decision_files": None}  # fmt: skip
 
 
 class _FirstUse:

@@ -42,8 +42,8 @@ from pathlib import Path
 log = logging.getLogger("thunder_ext")
 
 # 2: each entry holds the digest of the compiled object's state (compile_cache/state.py); 3: and the autocast its
-# programs were built under
-FORMAT = 3
+# programs were built under; 4: each program holds its bytecode
+FORMAT = 4
 _HEADER = f"thunder_ext compile cache {FORMAT} sha256="
 _SUFFIX = ".entry"
 DEFAULT_MAX_MB = 1024

@@ -6,13 +6,14 @@ kept in ``linecache`` under the function's file name). thunder 0.2.6 cannot stor
 back from exactly what thunder executes: each function's text and the globals it was executed in. Where every
 global is something a later process can import again (a module, a function or class by module and qualified name,
 an executor's operator by the two names; a block program, by its own program text) the entry is stored as
-``Program``s, and rebuilt by ``build_callable`` as thunder built it; an entry whose programs name anything else (a
-compiled fusion region, a tensor constant, a closure) cannot be stored, and ``programs_of`` says why.
+``Program``s, each with its bytecode, which a later process executes as thunder executes the text (compiling the
+text again took most of a warm start); an entry whose programs name anything else (a compiled fusion region, a tensor
+constant, a closure) cannot be stored, and ``programs_of`` says why.
 
 Read or set here: ``CacheEntry``; ``CompileStats.interpreter_cache``, the list thunder's jit searches for an entry
 whose prologue accepts the call (newest first) and appends each compilation's entry to; the prologue that thunder
 wraps in a timer (a closure); the implementation an ``OperatorExecutor`` keeps for each operator (in a closure too);
-``build_callable``; ``CompileData._get_computation_and_inputs``, which compiles a call without running it; that
+how ``build_callable`` executes a text; ``CompileData._get_computation_and_inputs``, which compiles a call without running it; that
 the torch executor's ``no_autocast`` decorator keeps the autocast state of when a program was built.
 
 Retired by: a thunder that serializes its compiled entries, or a persistent cache of its own.
@@ -20,11 +21,15 @@ Retired by: a thunder that serializes its compiled entries, or a persistent cach
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import itertools
 import inspect
 import linecache
+import marshal
 import re
 import types
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -32,9 +37,9 @@ import thunder
 import torch
 from thunder import CacheEntry
 from thunder.common import transform_for_execution
-from thunder.core.baseutils import build_callable
 from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_executor
 
+from thunder_ext.gc_pause import gc_paused
 from thunder_ext.thunder026.block_programs import BlockProgram
 
 # what thunder's program texts call ``__function_obj``: the function or module being compiled
@@ -52,18 +57,20 @@ _AD_HOC = re.compile(r"^__ad_hoc_executor_\d+$")
 class Program:
     """One function of a cache entry: the text thunder executes, the function it defines, and what each other name
     it uses stands for (``module:qualname`` for a function or class, ``module`` for a module, or ``COMPILED``);
-    ``blocks``: each block program it calls (``block_programs``), by that name, as a program of its own."""
+    ``code``: the text compiled (``bytecode``); ``blocks``: each block program it calls (``block_programs``), by that
+    name, as a program of its own."""
 
     function: str
     text: str
     names: dict[str, str]
+    code: str
     blocks: dict[str, Program] = field(default_factory=dict)
 
     @classmethod
     def loaded(cls, fields: dict) -> Program:
         """The program ``dataclasses.asdict`` gave ``fields``."""
         blocks = {name: cls.loaded(block) for name, block in fields.get("blocks", {}).items()}
-        return cls(fields["function"], fields["text"], fields["names"], blocks)
+        return cls(fields["function"], fields["text"], fields["names"], fields["code"], blocks)
 
     def with_blocks(self) -> Iterator[Program]:
         """This program, and the block programs it calls."""
@@ -191,7 +198,28 @@ def _program(fn: types.FunctionType, compiled: object) -> Program:
     for k, name in enumerate(sorted(blocks, key=text.index)):
         stable = f"{name.rsplit('_', 2)[0]}_{k}"
         text, blocks[stable] = re.sub(rf"\b{re.escape(name)}\b", stable, text), blocks.pop(name)
-    return Program(code.co_name, text, names, blocks)
+    return Program(code.co_name, text, names, bytecode(text), blocks)
+
+
+def bytecode(text: str) -> str:
+    """``text`` compiled, as an entry stores it (base64 of zlib of ``marshal``): a later process executes it without
+    compiling the text (the cache's key holds Python's version, which fixes the bytecode's format). A prologue's
+    Python guards are a constant of a million characters for SmolLM2's 30 layers, whose compilation took 0.3-2.3 s
+    of each load: the parser's memory, first touched, and the full collections its objects set off."""
+    with gc_paused(collect=False):
+        code = compile(text, "thunder.program", "exec")
+    return base64.b64encode(zlib.compress(marshal.dumps(code))).decode()
+
+
+def runs_its_text(program: Program) -> bool:
+    """Whether ``program``'s bytecode is its text's compilation (code objects compare by what runs, not by file
+    name): what the compile cache's ``verify`` compares is the text."""
+    with gc_paused(collect=False):
+        return _code(program) == compile(program.text, "thunder.program", "exec")
+
+
+def _code(program: Program) -> types.CodeType:
+    return marshal.loads(zlib.decompress(base64.b64decode(program.code)))
 
 
 def _reference(name: str, value: object) -> str:
@@ -254,6 +282,25 @@ def autocast_now() -> list[bool]:
     return [torch.is_autocast_enabled("cpu"), torch.is_autocast_enabled("cuda")]
 
 
+def _executed(program: Program, ctx: dict) -> Callable:
+    """The function ``program`` defines, its bytecode executed in ``ctx`` as ``build_callable`` executes a text: the
+    text kept in ``linecache`` under a file name of its own, which its code objects name (tracebacks show its lines,
+    and ``_program`` reads them to store an entry again)."""
+    name = f"thunder.{program.function}_loaded_{next(_LOADED)}"
+    linecache.cache[name] = len(program.text), None, program.text.splitlines(keepends=True), name
+    exec(_named(_code(program), name), ctx)
+    return ctx[program.function]
+
+
+_LOADED = itertools.count()
+
+
+def _named(code: types.CodeType, file_name: str) -> types.CodeType:
+    """``code`` and the code objects it holds (the function's, its lambdas') with the file name ``file_name``."""
+    consts = tuple(_named(c, file_name) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=file_name, co_consts=consts)
+
+
 @contextlib.contextmanager
 def _autocast_as(enabled: list[bool]) -> Iterator[None]:
     kept = autocast_now()
@@ -278,9 +325,8 @@ def rebuilt(program: Program, compiled: object, autocast: list[bool]) -> Callabl
             ctx[name] = imported(reference)
         except (ImportError, AttributeError) as e:
             raise NotStorable(f"{reference} no longer imports ({e})") from e
-    with _autocast_as(autocast):
-        fn = build_callable(program.function, python_str=program.text, file_name=f"thunder.{program.function}",
-                            ctx=ctx)  # fmt: skip
+    with _autocast_as(autocast):  # its decorators run as it is executed
+        fn = _executed(program, ctx)
     if program.function == "prologue":  # as thunder does: the prologue holds the module, not itself
         del fn.__globals__["prologue"]
     return fn

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import gc
 import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
 
 import torch
+
+from thunder_ext.gc_pause import gc_paused
 
 _status: Callable[[str], None] = lambda text: None
 
@@ -31,29 +32,6 @@ def report_status(show: Callable[[str], None]) -> Iterator[None]:
 
 def status(text: str) -> None:
     _status(text)
-
-
-@contextlib.contextmanager
-def gc_paused(*, collect: bool = True) -> Iterator[None]:
-    """No automatic garbage collection within the block (after one, unless ``collect`` is False); for first calls,
-    which compile.
-
-    Once torch.compile has run in a process, Dynamo's patched ``nn.Module.__init__`` records every new
-    module in a dict keyed by id whose entries weakref callbacks delete when the module dies
-    (``GenerationTracker.generation_values``). thunder's interpreter walks that dict when the traced
-    code builds a module (litgpt's ``GPT.forward`` builds an ``nn.Identity`` per call); a collection
-    during the walk that frees modules of earlier configurations, held in reference cycles, changes it
-    under the walk: "InterpreterError: ... dictionary changed size during iteration".
-    """
-    enabled = gc.isenabled()
-    if collect:
-        gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 TIMING_LOCK = "THUNDER_EXT_TIMING_LOCK"
