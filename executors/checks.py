@@ -3,8 +3,9 @@
 A pass states each rule and puts its check into the trace; the check, an operator of the PyTorch executor
 (``inplace_ex``), runs on every call and raises where the call breaks the rule:
 
-- ``check_aliased_arguments``, ``check_arguments_apart_from_state``: in the prologue, arguments that share storage
-  as thunder cannot represent, or with a tensor the function reaches another way where either is written
+- ``check_aliased_arguments``, ``check_arguments_apart_from_state``, ``check_state_apart``: in the prologue,
+  arguments that share storage as thunder cannot represent, or with a tensor the function reaches another way, and
+  two tensors reached another way that share storage unknown to the trace, where either is written
   (``transforms/aliased_arguments.py``; ``AliasedArgumentsError``);
 - ``check_written_arguments_need_no_grad``: in the prologue, an argument that requires grad written in place
   (``transforms/grad_argument_writes.py``; eager's ``RuntimeError`` for a leaf, ``ArgumentWriteGradientError``);
@@ -117,6 +118,27 @@ def _check_arguments_apart_from_state(computation_args, own: tuple[int, ...], st
 
 
 check_arguments_apart_from_state = _check_operator(_check_arguments_apart_from_state)
+
+
+def _check_state_apart(computation_args, state: tuple[tuple[int, int, str], ...], writes: dict[int, str]) -> None:
+    """The third rule of ``transforms/aliased_arguments.py``, on one call: ``state`` holds, for each argument of the
+    computation that comes from elsewhere than the call, its position, its storage group in the trace and its name
+    there; two that share storage now must be of one group, unless neither is written (``writes``, by position)."""
+    first: dict[int, tuple[int, int, str]] = {}  # storage -> the first of ``state`` found on it
+    for i, group, name in state:
+        if (where := _storage(computation_args[i])) is None:
+            continue
+        j, other, other_name = first.setdefault(where, (i, group, name))
+        if other != group and (what := writes.get(i) or writes.get(j)):
+            raise AliasedArgumentsError(
+                f"thunder_ext.jit: `{other_name}` and `{name}`, two tensors the function takes from a module or "
+                f"elsewhere (not from the call's arguments), share storage, and {what}, so nothing was run: the "
+                "compiled program orders that write against readers of the same tensor only. Reach the storage "
+                "through one of them (a view of it in the code), or keep them apart (`.clone()`)."
+            )
+
+
+check_state_apart = _check_operator(_check_state_apart)
 
 
 Containers = tuple  # (type's name, length or keys, ((key, Containers) of each element that is a container, ...))

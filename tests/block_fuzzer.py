@@ -12,8 +12,8 @@ feature of a program is one of:
   computation (the guard fuzzer's ``USES``);
 - **a structure** the layers may differ in (``STRUCTURES``: a submodule's class, a parameter's dtype or
   ``requires_grad``, ``training``, a forward hook);
-- **a write** (``WRITES``: a cache written at positions, an accumulator, a slice, pages of one tensor of the root's
-  that the root reads whole after the layers, one tensor every layer holds, the layer's argument; an attribute of
+- **a write** (``WRITES``: a cache written at positions, an accumulator, a slice, each layer's row of a tensor the
+  root passes it and reads whole after the layers, one tensor the root passes every layer, the layer's argument; an attribute of
   the layer's or of an object outside the model assigned).
 
 ``run_program`` runs the model eagerly and under ``thunder_ext.jit`` four ways (``WAYS``), each on a model of its
@@ -344,16 +344,19 @@ class _Source:
             self.layer_init.append(f'self.register_buffer("b_{n}", torch.ones(2, 4))')
             self.layer_body += [f"self.b_{n}[:, :2] = {w}[:, 2:]", f"y = y * self.b_{n}"]
             self.buffers.append(f"b_{n}")
-        elif f.kind == "pages":  # each layer's buffer a row of one tensor of the root's, which reads it whole
+        elif f.kind == "pages":  # each layer writes its row of one tensor of the root's, which reads it whole
+            # (passed: a row registered as the layer's own buffer is refused, aliased_arguments.py's third rule)
             self.root_init.append(f'self.register_buffer("pages_{n}", torch.zeros({self.n}, 4))')
-            self.layer_init.append(f'self.register_buffer("page_{n}", root.pages_{n}[i])')
-            self.layer_body += [f"self.page_{n}.add_({w}.mean(0))", f"y = y + self.page_{n}"]
+            self.layer_params.append(f"pages_{n}=None")
+            self.call_args.append(f"pages_{n}=self.pages_{n}")
+            self.layer_body += [f"pages_{n}[self.idx].add_({w}.mean(0))", f"y = y + pages_{n}[self.idx]"]
             self.root_post.append(f"x = x + self.pages_{n}.sum(0)")
-            self.buffers.append(f"page_{n}")
-        elif f.kind == "shared_tensor":  # one tensor every layer holds as a buffer
+        elif f.kind == "shared_tensor":  # one tensor of the root's, which it passes every layer to write whole
+            # (passed, as pages are: the same tensor registered as each layer's buffer too is refused)
             self.root_init.append(f'self.register_buffer("acc_{n}", torch.zeros(4))')
-            self.layer_init.append(f'self.register_buffer("acc_{n}", root.acc_{n})')
-            self.layer_body += [f"self.acc_{n}.add_({w}.sum(0))", f"y = y + self.acc_{n}"]
+            self.layer_params.append(f"acc_{n}=None")
+            self.call_args.append(f"acc_{n}=self.acc_{n}")
+            self.layer_body += [f"acc_{n}.add_({w}.sum(0))", f"y = y + acc_{n}"]
         elif f.kind == "argument":
             self.layer_body += ["x.mul_(0.5)", "y = y + x"]
         elif f.kind == "attribute":

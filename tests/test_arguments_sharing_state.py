@@ -102,3 +102,38 @@ def test_state_that_nothing_writes_may_be_passed_as_an_argument():
     compiled = thunder_ext.jit(m)
     assert_close(compiled(m.w), m.w * m.w)
     assert_close(m.seen, torch.ones(4))
+
+
+class WritesARowOfItsPages(torch.nn.Module):
+    """Two buffers, one a row of the other: ``self.page.add_(x.mean(0))`` between two sums of ``self.pages``, the
+    first before the write, the second after it (the third rule of ``transforms/aliased_arguments.py``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("pages", torch.arange(8.0).reshape(2, 4))
+        self.register_buffer("page", self.pages[1])
+
+    def forward(self, x):
+        before = x + self.pages.sum(0)
+        self.page.add_(x.mean(0))
+        return before * self.pages.sum(0)
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_two_buffers_sharing_storage_where_one_is_written_are_refused_before_anything_runs(entry):
+    m = WritesARowOfItsPages()
+    before = copy.deepcopy(m.state_dict())
+    compiled = ENTRY_POINTS[entry](m)
+    with pytest.raises(thunder_ext.AliasedArgumentsError, match=r"`t_page` and `t_pages`, two tensors the function "
+                       r"takes from a module .* share storage, and `add_` writes into `t_page` \(.*test_arguments_"):
+        compiled(torch.ones(2, 4))
+    for name, value in m.state_dict().items():
+        assert torch.equal(value, before[name]), f"{name} was written by a refused call"
+    # apart, the same program computes eager's values: the check reads the buffers at each call
+    m.register_buffer("page", m.pages[1].clone())
+    expected_m = copy.deepcopy(m)
+    for _ in range(2):
+        assert_close(compiled(torch.ones(2, 4)), expected_m(torch.ones(2, 4)))
+        for (name, value), expected in zip(m.state_dict().items(), expected_m.state_dict().values()):
+            assert_close(value, expected, msg=lambda msg: f"{name}: {msg}")

@@ -54,6 +54,15 @@ def write_argument_read_global(x):
     return SHARED.sum(0)
 
 
+PAGES = torch.zeros(2, 3)  # two globals, one a row of the other
+ROW = PAGES[1]
+
+
+def write_global_row_read_global(x):
+    ROW.add_(x)
+    return PAGES.sum(0)
+
+
 def write_second_read_others(a, b, c):
     b.add_(1.0)
     return a * 1, c * 1
@@ -210,6 +219,10 @@ CASES = [
     Case("aliased-with-a-global", write_argument_read_global, lambda: [SHARED], thunder_ext.AliasedArgumentsError,
          r"^thunder_ext\.jit: an argument \(shape \(2, 3\), .*\) shares storage with a tensor the function takes from "
          r"elsewhere .*, and `mul_` writes into `x` \(.*test_bad_input\.py:\d+: x\.mul_\(2\.0\)\), so nothing was run"),
+    Case("aliased-state", write_global_row_read_global, lambda: [torch.ones(3)], thunder_ext.AliasedArgumentsError,
+         r"^thunder_ext\.jit: `\w+` and `\w+`, two tensors the function takes from a module or elsewhere \(not from "
+         r"the call's arguments\), share storage, and `add_` writes into `\w+` \(.*test_bad_input\.py:\d+: "
+         r"ROW\.add_\(x\)\), so nothing was run"),
     Case("aliased-position-on-another-argument", index_add_ignoring_first,
          lambda: (lambda y: [y, torch.randn(2), y, torch.tensor([0, 1])])(torch.randn(2)),
          RuntimeError, r"index dtype=.* was not an integer dtype"),

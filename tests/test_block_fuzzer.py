@@ -47,7 +47,7 @@ def test_a_model_of_repeated_layers_computes_what_eager_does_replayed_or_not(tmp
 # Programs of seed 0 that a broken rule computes wrong (found by ``tests/block_fuzzer.py`` with the rule broken; the
 # generator draws them anew if it changes, and then this test fails until they are found again).
 BROKEN_KEY_RULE = 2
-BROKEN_GUARDS = 117
+BROKEN_GUARDS = 148
 
 
 def test_the_fuzzer_finds_a_replay_that_ignores_a_value_the_layer_reads(tmp_path, monkeypatch):

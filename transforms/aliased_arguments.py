@@ -28,6 +28,12 @@ return self.w.sum(0)`` summed ``w`` before the write). Second rule: where the co
 prologue checks on every call that no tensor of the call's arguments shares storage with such a tensor where
 either is written; otherwise it raises ``AliasedArgumentsError``, naming the write, before anything runs. Refused,
 not computed as eager would: that needs the trace to know the sharing, which thunder's cache key does not hold.
+
+Two tensors reached that other way are traced apart too (a layer's buffer registered as a row of its root's:
+``self.page.add_(y); self.pages.sum(0)`` summed the rows before the write, the PyTorch executor too). Third rule:
+where the computation writes in place, the prologue checks on every call that no two of them share storage unless
+the trace knows them as one storage, or neither is written; otherwise it raises ``AliasedArgumentsError``, naming
+both and the write, before anything runs.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from thunder_ext.executors.checks import (
     AliasedArgumentsError,
     check_aliased_arguments,
     check_arguments_apart_from_state,
+    check_state_apart,
 )
 from thunder_ext.transforms.aliasing import Aliases
 from thunder_ext.transforms.block_calls import block_writes
@@ -104,13 +111,21 @@ def refuse_arguments_sharing_written_state(prologue_trace: TraceCtx, computation
     called = _from_the_call(prologue_trace)
     tensors = [i for i, a in enumerate(computation_args) if isinstance(a, TensorProxy)]
     own = tuple(i for i in tensors if computation_args[i].name in called)
-    state = tuple(i for i in tensors if i not in own and (i in described or any(j in described for j in own)))
-    if not own or not state:
-        return prologue_trace
+    elsewhere = [i for i in tensors if i not in own]
+    state = tuple(i for i in elsewhere if i in described or any(j in described for j in own))
+    groups: dict = {}  # the trace's storage groups, numbered
+    apart = tuple((i, groups.setdefault(aliases.storage_key(computation_trace.args[i]), len(groups)),
+                   computation_trace.args[i].name) for i in elsewhere)  # fmt: skip
     checked = from_trace(prologue_trace)
+    checks = []
     with tracectx(checked):
-        check = check_arguments_apart_from_state.bind(computation_args, own, state, described, output=None)
-    checked.bound_symbols = [*body, check, ret]  # after thunder's own checks
+        if own and state:
+            checks.append(check_arguments_apart_from_state.bind(computation_args, own, state, described, output=None))
+        if len(groups) > 1 and any(i in described for i in elsewhere):
+            checks.append(check_state_apart.bind(computation_args, apart, described, output=None))
+    if not checks:
+        return prologue_trace
+    checked.bound_symbols = [*body, *checks, ret]  # after thunder's own checks
     checked.set_provenance(TraceProvenance("thunder_ext: refuse arguments sharing written state"))
     return checked
 
