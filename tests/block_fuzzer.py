@@ -13,8 +13,8 @@ feature of a program is one of:
 - **a structure** the layers may differ in (``STRUCTURES``: a submodule's class, a parameter's dtype or
   ``requires_grad``, ``training``, a forward hook);
 - **a write** (``WRITES``: a cache written at positions, an accumulator, a slice, each layer's row of a tensor the
-  root passes it and reads whole after the layers, one tensor the root passes every layer, the layer's argument; an attribute of
-  the layer's or of an object outside the model assigned).
+  root passes it and reads whole after the layers, one tensor the root passes every layer, the layer's argument; an
+  attribute of the layer's or of an object outside the model assigned).
 
 ``run_program`` runs the model eagerly and under ``thunder_ext.jit`` four ways (``WAYS``), each on a model of its
 own built alike: replaying blocks (the default), with block programs (saved to a compile cache folder of the

@@ -13,8 +13,8 @@ constant, a closure) cannot be stored, and ``programs_of`` says why.
 Read or set here: ``CacheEntry``; ``CompileStats.interpreter_cache``, the list thunder's jit searches for an entry
 whose prologue accepts the call (newest first) and appends each compilation's entry to; the prologue that thunder
 wraps in a timer (a closure); the implementation an ``OperatorExecutor`` keeps for each operator (in a closure too);
-how ``build_callable`` executes a text; ``CompileData._get_computation_and_inputs``, which compiles a call without running it; that
-the torch executor's ``no_autocast`` decorator keeps the autocast state of when a program was built.
+how ``build_callable`` executes a text; ``CompileData._get_computation_and_inputs``, which compiles a call without
+running it; that the torch executor's ``no_autocast`` decorator keeps the autocast state of when a program was built.
 
 Retired by: a thunder that serializes its compiled entries, or a persistent cache of its own.
 """
@@ -206,16 +206,18 @@ def bytecode(text: str) -> str:
     compiling the text (the cache's key holds Python's version, which fixes the bytecode's format). A prologue's
     Python guards are a constant of a million characters for SmolLM2's 30 layers, whose compilation took 0.3-2.3 s
     of each load: the parser's memory, first touched, and the full collections its objects set off."""
-    with gc_paused(collect=False):
-        code = compile(text, "thunder.program", "exec")
-    return base64.b64encode(zlib.compress(marshal.dumps(code))).decode()
+    return base64.b64encode(zlib.compress(marshal.dumps(_compiled(text)))).decode()
 
 
 def runs_its_text(program: Program) -> bool:
     """Whether ``program``'s bytecode is its text's compilation (code objects compare by what runs, not by file
     name): what the compile cache's ``verify`` compares is the text."""
+    return _code(program) == _compiled(program.text)
+
+
+def _compiled(text: str) -> types.CodeType:
     with gc_paused(collect=False):
-        return _code(program) == compile(program.text, "thunder.program", "exec")
+        return compile(text, "thunder.program", "exec")
 
 
 def _code(program: Program) -> types.CodeType:
