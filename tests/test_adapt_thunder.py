@@ -1,6 +1,7 @@
 """``thunder_ext.adapt_thunder``: importing the extension changes nothing in thunder; adapting changes what
 stock thunder does only by adding what thunder lacks; the extension's compilations get the rest."""
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -174,3 +175,78 @@ def test_an_attribute_assigned_on_the_compiled_module_itself_is_refused_before_a
     monkeypatch.setattr(attribute_writes, "compiling_with_extension", lambda: False)
     thunder_ext.jit(module, compile_cache=False)(x)
     assert (module.a, module.b, module.c) == (0, 0, 0)
+
+
+class _Unpacking(torch.nn.Module):
+    """Unpacks each kind of sequence a traced call meets: a module's tuple of numbers (guarded), ``enumerate``'s
+    pairs over a ``ModuleList``, a list argument of tensors, an op's tuple of proxies, a shape, a list the call
+    built and changed, and a nested tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pair = (2.0, 3.0)
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x: torch.Tensor, xs: list) -> torch.Tensor:
+        a, b = self.pair
+        for i, block in enumerate(self.blocks):
+            x = block(x) * (i + 1)
+        p, q = xs
+        u, v = x.split(2, dim=-1)
+        rows, _ = x.shape
+        built = [p]
+        built.append(q * rows)
+        c, (d, e) = built[0], (built[1], u)
+        return (x * a + b + c + d).sum(-1, keepdim=True) + e.sum() - v
+
+
+def _unpacked(model: torch.nn.Module) -> tuple[torch.Tensor, str, str]:
+    x, xs = torch.ones(2, 4), [torch.full((2, 4), 0.5), torch.full((2, 4), 0.25)]
+    jitted = thunder_ext.jit(model, compile_cache=False)
+    with torch.no_grad():
+        out = jitted(x, xs)
+    return out, str(thunder.last_traces(jitted)[0]), str(thunder.last_prologue_traces(jitted)[0])
+
+
+@pytest.mark.executor_sets("defaults")  # the interpreter's handler: what it traces, before any executor runs
+def test_a_tuple_or_list_unpacked_from_its_items_traces_what_thunders_handler_traces(monkeypatch):
+    from thunder.core.interpreter import InterpreterError
+
+    from thunder_ext.thunder026 import sequence_unpacking
+
+    torch.manual_seed(0)
+    model = _Unpacking()
+    with torch.no_grad():
+        eager = model(torch.ones(2, 4), [torch.full((2, 4), 0.5), torch.full((2, 4), 0.25)])
+    with monkeypatch.context() as thunders:  # thunder's handler: an iterator interpreted
+        thunders.setattr(sequence_unpacking, "compiling_with_extension", lambda: False)
+        theirs = _unpacked(model)
+    torch.testing.assert_close(theirs[0], eager)
+    assert "= module.pair" in theirs[2] and re.search(r"check_number_type_and_value\(\w+, 3\.0\)", theirs[2])
+
+    def as_thunders() -> bool:  # eager's output, and the same computation and prologue (the pair's checks in it)
+        try:
+            ours = _unpacked(model)
+        except InterpreterError:
+            return False
+        return torch.allclose(ours[0], eager) and ours[1:] == theirs[1:]
+
+    assert as_thunders()
+    # broken on purpose: the items pushed first first, so ``a, b = (2.0, 3.0)`` binds a = 3.0
+    monkeypatch.setattr(sequence_unpacking, "reversed", lambda items: items, raising=False)
+    assert not as_thunders()
+
+
+@pytest.mark.executor_sets("defaults")
+def test_a_sequence_of_another_length_fails_to_unpack_as_python_says():
+    def unpack(x, items):
+        a, b = items
+        return x * a * b
+
+    for items, message in [((1, 2, 3), "too many values to unpack (expected 2)"),
+                           ([1], "not enough values to unpack (expected 2, got 1)")]:  # fmt: skip
+        with pytest.raises(ValueError, match=re.escape(message)):
+            unpack(torch.ones(1), items)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            thunder_ext.jit(unpack, compile_cache=False)(torch.ones(1), items)
+
