@@ -250,3 +250,36 @@ def test_a_sequence_of_another_length_fails_to_unpack_as_python_says():
         with pytest.raises(ValueError, match=re.escape(message)):
             thunder_ext.jit(unpack, compile_cache=False)(torch.ones(1), items)
 
+
+@pytest.mark.executor_sets("defaults")  # printing a trace: no executor runs
+def test_a_bound_symbols_contexts_gathered_in_one_pass_are_thunders_two(monkeypatch):
+    from thunder.core import devices, dtypes, prims
+    from thunder.core.codeutils import SigInfo
+    from thunder.core.proxies import TensorProxy
+    from thunder.core.symbol import BoundSymbol
+    from thunder.core.trace import TraceCtx, tracectx
+
+    from thunder_ext.thunder026 import gathered_contexts
+
+    class Held:  # no literal: the program names it in its context
+        pass
+
+    def printed(gather) -> tuple[str, dict]:
+        """A program returning an argument, an object and a dtype (a module to import), printed and gathered by
+        ``gather``, its bound symbols' dicts empty at first."""
+        trace, held = TraceCtx(), Held()
+        with tracectx(trace):
+            a = TensorProxy(shape=(2,), device=devices.cpu, dtype=dtypes.float32)
+            trace.args, trace.kwargs, trace._siginfo = (a,), {}, SigInfo.from_name_and_args("f", [a])
+            trace.bound_symbols.append(prims.unpack_trivial.bind(a, name=a.name, output=a))
+            prims.python_return((a, held, dtypes.float64))
+        with monkeypatch.context() as m:
+            m.setattr(BoundSymbol, "gather_ctxs", gather)
+            text, ctx = trace.python(), trace.python_ctx()
+        return text, {name: "held" if value is held else value for name, value in ctx.items()}
+
+    theirs = printed(gathered_contexts._thunders)
+    assert "held" in theirs[1].values() and theirs[1]["dtypes"] is dtypes
+    assert printed(gathered_contexts.gather_ctxs) == theirs
+    # broken on purpose: no objects gathered
+    assert printed(lambda self: (self.import_ctx(), self._get_call_ctx(), {})) != theirs
