@@ -70,7 +70,7 @@ def _longest_check(model: torch.nn.Module, prompt: torch.Tensor) -> tuple[tuple,
         timed_tokens(model, prompt, 2, [])
     finally:
         checks._guard = checking
-    return max(seen.values(), key=lambda seen: len(seen[0]), default=((), ()))
+    return max(seen.values(), key=lambda seen: len(checks.decoded(seen[0])), default=((), ()))
 
 
 @dataclass
@@ -113,7 +113,7 @@ def measure(config: Config, device: torch.device, quick: bool) -> Result:
                 guard(roots)
             guard_s = (time.perf_counter() - start) / 100
     return Result({m: statistics.median(v) for m, v in per_token.items()},
-                  {m: statistics.median(v) for m, v in steps.items()}, len(spec), guard_s, same)  # fmt: skip
+                  {m: statistics.median(v) for m, v in steps.items()}, len(checks.decoded(spec)), guard_s, same)  # fmt: skip
 
 
 def report(results: dict[Config, Result]) -> Table:

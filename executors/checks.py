@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import json
 import keyword
 import sys
 import types
@@ -232,18 +233,20 @@ def _item(value: object) -> str:
 
 def expect(value: object) -> tuple:
     """What a check of ``thunder026/python_guards.py`` expects of ``value``, as literals (a saved prologue holds
-    them): None and the booleans by identity, a number, string or bytes by type and value (a float by its ``hex``:
-    -0.0 is not 0.0); a container of plain items (and keys) by its ``python_value``, a dict of others by its class
-    and string keys, any other container by its class and length; a plain object by its class; anything else (a
-    function, a class) by its ``python_value``. Items and attributes are checked as the code reads them, by their
-    own paths."""
+    them): None and the booleans by identity, an integer or string by type and value, a float by its ``hex`` (-0.0 is
+    not 0.0), bytes and a complex number by their ``repr``; a container of plain items (and keys) by its
+    ``python_value``, a dict of others by its class and string keys, any other container by its class and length; a
+    plain object by its class; anything else (a function, a class) by its ``python_value``. Items and attributes are
+    checked as the code reads them, by their own paths."""
     kind = type(value)
     if value is None or kind is bool:
         return ("is", value)
     if kind is float:
         return ("float", value.hex())
-    if kind in (int, str, bytes, complex):
+    if kind in (int, str):
         return ("plain", kind.__name__, value)
+    if kind in (bytes, complex):  # by ``repr``: neither prints in a program text (bytes) nor is JSON
+        return ("repr", kind.__name__, repr(value))
     if isinstance(value, (list, tuple, set, frozenset, dict)):
         items = [*value, *value.values()] if isinstance(value, dict) else value
         if value and all(type(x) is str for x in items) and not isinstance(value, dict):
@@ -316,6 +319,8 @@ def _predicate(var: str, expected: tuple, classes: dict[type, str]) -> str:
         return f"type({var}) is float and {var}.hex() == {what[0]!r}"
     if kind == "plain":
         return f"type({var}) is {what[0]} and {var} == {what[1]!r}"
+    if kind == "repr":
+        return f"type({var}) is {what[0]} and repr({var}) == {what[1]!r}"
     if kind == "value" and what[0].startswith("class ") and (cls := _class_named(what[0][6:])) is not None:
         return f"{var} is {classes.setdefault(cls, f'_class{len(classes)}')}"  # a class, by identity where it imports
     if kind == "value":
@@ -393,19 +398,40 @@ def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
     return "\n".join(lines), classes
 
 
+def encoded(spec: tuple) -> str | tuple:
+    """``spec`` as a prologue holds it: its JSON text, one string that thunder prints and flattens and Python compiles
+    at once (a 30-layer model's spec is a literal of 92,000 leaves, which each of thunder's passes flattens, thunder
+    prints three times and Python compiles in 0.3 s; its text decodes in 0.03 s); ``spec`` itself where JSON does not
+    give it back (bytes, complex numbers)."""
+    try:
+        text = json.dumps(spec)
+    except (TypeError, ValueError):
+        return spec
+    return text if decoded(text) == spec else spec
+
+
+def decoded(spec: str | tuple) -> tuple:
+    """The checks of a spec as ``encoded`` gives it."""
+    return _tuples(json.loads(spec)) if isinstance(spec, str) else spec
+
+
+def _tuples(x: object) -> object:
+    return tuple(map(_tuples, x)) if type(x) is list else x
+
+
 # id of a spec -> the spec (kept: its id stays its own) and its guard, the most recently made last; at most
 # _GUARDS_KEPT (a process that compiles without end keeps no spec forever: one made again costs a compile of it)
-_GUARDS: dict[int, tuple[tuple, Callable]] = {}
+_GUARDS: dict[int, tuple[str | tuple, Callable]] = {}
 _GUARDS_KEPT = 256
 
 
-def _guard(spec: tuple) -> Callable:
+def _guard(spec: str | tuple) -> Callable:
     """The guard of a prologue's ``spec`` (the same constant at every call), made at its first call."""
     known = _GUARDS.get(id(spec))
     if known is None or known[0] is not spec:
         while len(_GUARDS) >= _GUARDS_KEPT:
             del _GUARDS[next(iter(_GUARDS))]
-        known = _GUARDS[id(spec)] = (spec, _compiled_guard(spec))
+        known = _GUARDS[id(spec)] = (spec, _compiled_guard(decoded(spec)))
     return known[1]
 
 
@@ -450,16 +476,16 @@ def failing(spec: tuple, roots: tuple) -> int:
         return -1
 
 
-def _check_python_values(spec: tuple, *roots: object) -> None:
-    """Each value of ``spec`` (``(root, steps, expected)``: read from ``roots[root]``, from the globals of the module
-    named ``root``, or from the ThunderModule of ``roots[i]`` for ``("thunder module", i)``, by ``steps``) is as the
-    compilation read it (``thunder026/python_guards.py``)."""
+def _check_python_values(spec: str | tuple, *roots: object) -> None:
+    """Each value of ``spec`` (``encoded`` checks ``(root, steps, expected)``: read from ``roots[root]``, from the
+    globals of the module named ``root``, or from the ThunderModule of ``roots[i]`` for ``("thunder module", i)``, by
+    ``steps``) is as the compilation read it (``thunder026/python_guards.py``)."""
     try:
         differs = _guard(spec)(roots)
     except Exception as e:  # a path that no longer reads: a miss
         raise PythonValueChanged(f"a Python value the program was traced for cannot be read now: {e!r}") from None
     if differs >= 0:
-        root, steps, expected = spec[differs]
+        root, steps, expected = decoded(spec)[differs]
         raise PythonValueChanged(f"the Python value at {root}, {steps} is no longer {expected}")
 
 

@@ -22,6 +22,7 @@ from torch.testing import assert_close
 
 import thunder_ext
 from helpers import VOCAB, caches, small_llama
+from thunder_ext.executors import checks
 from thunder_ext.transforms import InplaceTransform
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
@@ -53,7 +54,7 @@ def guarded_values(jitted) -> set[tuple]:
     is read again as it reads on that block, those its interpretation found through another block's wrapper too)."""
     (guard,) = [b for b in thunder.last_prologue_traces(jitted)[-1].bound_symbols if b.sym.name == "check_python_values"]
     return {(root, _entries(steps), (*e[:2], _entries(e[2])) if (e := expected)[0] == "same" else e)
-            for root, steps, expected in guard.args[0]}  # fmt: skip
+            for root, steps, expected in checks.decoded(guard.args[0])}  # fmt: skip
 
 
 def _entries(steps: tuple) -> tuple:

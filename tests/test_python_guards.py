@@ -344,3 +344,41 @@ def test_a_process_keeps_a_bounded_number_of_guards_and_makes_an_evicted_one_aga
     assert [checks._guard(spec)(roots) for spec in specs] == [0, 0, -1, 0, 0]  # Holder.c is 2.0
     assert len(checks._GUARDS) == 3 and id(specs[0]) not in checks._GUARDS
     assert checks._guard(specs[2])(roots) == -1 and checks._guard(specs[0])(roots) == 0
+
+
+class _Reading(torch.nn.Module):
+    """Reads values its prologue's own checks leave to the Python guards: bytes, a dict, a None."""
+
+    def __init__(self, blob: bytes, table: dict) -> None:
+        super().__init__()
+        self.blob, self.table, self.none = blob, table, None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * (len(self.blob) + len(str(self.table)) + (self.none is None))
+
+
+@pytest.mark.executor_sets("defaults")  # what the prologue holds, before any executor runs
+def test_a_prologue_holds_its_python_checks_as_one_text_that_decodes_to_them(monkeypatch):
+    from thunder_ext.executors import checks
+
+    def compiled(module: torch.nn.Module) -> tuple:
+        jitted = thunder_ext.jit(module, compile_cache=False)
+        torch.testing.assert_close(jitted(torch.ones(2)), module(torch.ones(2)))
+        (guard,) = [b for b in thunder.last_prologue_traces(jitted)[-1].bound_symbols
+                    if b.sym.name == "check_python_values"]  # fmt: skip
+        return jitted, guard.args[0]
+
+    module = _Reading(b"ab", {"k": "it's \"quoted\"", "n": 3})
+    jitted, text = compiled(module)
+    assert isinstance(text, str) and "quoted" in text and checks.encoded(checks.decoded(text)) == text
+    assert ("repr", "bytes", "b'ab'") in [expected for _, _, expected in checks.decoded(text)]
+    for change in (lambda: module.table.update(n=40), lambda: setattr(module, "blob", b"abc")):
+        change()  # read by the text's checks: a miss, and eager's value
+        torch.testing.assert_close(jitted(torch.ones(2)), module(torch.ones(2)))
+    assert thunder.cache_misses(jitted) == 3
+    # what JSON does not give back (a NaN is not itself) stays a literal
+    spec = ((0, (("item", float("nan")),), ("is", None)),)
+    assert checks.encoded(spec) is spec
+    # broken on purpose: a decoding that keeps JSON's lists, which is not the spec again
+    monkeypatch.setattr(checks, "_tuples", lambda x: x)
+    assert not isinstance(compiled(_Reading(b"ab", {"n": 3}))[1], str)

@@ -49,7 +49,7 @@ from thunder.core.proxies import Proxy
 from thunder.core.trace import tracectx
 
 from thunder_ext.libraries import in_library
-from thunder_ext.executors.checks import check_python_values, expect, expect_whole, failing, read_path
+from thunder_ext.executors.checks import check_python_values, encoded, expect, expect_whole, failing, read_path
 from thunder_ext.logs import logger
 from thunder_ext.thunder026.compiled import synced_members, thunder_module_compiling
 from thunder_ext.thunder026.scope import compiling_with_extension
@@ -435,7 +435,7 @@ def _constraint(checks: list[Check], compiled: object, args: tuple, kwargs: dict
         module = literal((ProvenanceRecord(PseudoInst.INPUT_FN, inputs=[]), ()))[0]
         snapshots = ("thunder module", module)
         spec += [(module, live, ("same", snapshots, snapshot)) for live, snapshot in synced_members(tm)]
-    return (check_python_values, _holding(_without_implied_classes(spec, held), tuple(held)), *proxies)
+    return (check_python_values, encoded(_holding(_without_implied_classes(spec, held), tuple(held))), *proxies)
 
 
 # the checks that compare the very class of what they read (``checks.expect``)
