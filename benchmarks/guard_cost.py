@@ -113,7 +113,8 @@ def measure(config: Config, device: torch.device, quick: bool) -> Result:
                 guard(roots)
             guard_s = (time.perf_counter() - start) / 100
     return Result({m: statistics.median(v) for m, v in per_token.items()},
-                  {m: statistics.median(v) for m, v in steps.items()}, len(checks.decoded(spec)), guard_s, same)  # fmt: skip
+                  {m: statistics.median(v) for m, v in steps.items()}, len(checks.decoded(spec)), guard_s,
+                  same)  # fmt: skip
 
 
 def report(results: dict[Config, Result]) -> Table:

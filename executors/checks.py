@@ -402,7 +402,7 @@ def encoded(spec: tuple) -> str | tuple:
     """``spec`` as a prologue holds it: its JSON text, one string that thunder prints and flattens and Python compiles
     at once (a 30-layer model's spec is a literal of 92,000 leaves, which each of thunder's passes flattens, thunder
     prints three times and Python compiles in 0.3 s; its text decodes in 0.03 s); ``spec`` itself where JSON does not
-    give it back (bytes, complex numbers)."""
+    give it back (a NaN, which is not itself; ``expect`` gives bytes and complex numbers by ``repr``)."""
     try:
         text = json.dumps(spec)
     except (TypeError, ValueError):
