@@ -225,6 +225,22 @@ def test_a_replayed_block_is_checked_by_its_own_paths():
         assert thunder.cache_misses(jitted) == 2
 
 
+def test_a_number_of_a_replayed_block_that_thunder_would_check_is_checked():
+    """A replay makes thunder's prologue checks of a replayed block's numbers Python checks
+    (``python_guards.replay_values``): an ``eps`` set on layer 2 only, after the compilation, is a miss."""
+    torch.manual_seed(0)
+    model, x = small_llama(n_layer=3), torch.randint(0, 96, (1, 5))
+    jitted = thunder_ext.jit(model)
+    with torch.no_grad():
+        before = jitted(x)
+        (transform,) = [t for t in thunder.compile_data(jitted).transforms if isinstance(t, InplaceTransform)]
+        assert [c.how for c in transform.traced_blocks.calls] == ["interpreted", "replayed", "replayed"]
+        model.transformer.h[2].norm_1.eps = 1.0
+        assert not torch.allclose(model(x), before)
+        torch.testing.assert_close(jitted(x), model(x))
+        assert thunder.cache_misses(jitted) == 2
+
+
 def test_weights_tied_when_compiled_and_untied_after_match_eager():
     """One object reached by two paths (thunder's interpreter keeps one wrapper per object, and what is read from it
     later goes by its first path): the untied weight is the one the next call uses."""

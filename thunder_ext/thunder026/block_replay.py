@@ -9,11 +9,13 @@ an HF decoder layer) costs 30 interpretations of the same code, 94% of a compila
   bound symbols the call appended, the access path of each tensor of the module they read (``replay_keys``), the
   prologue checks the call added on the module's values, what it read outside the module, and whether it did
   anything a replay would not do again.
-- **Replay.** A later call whose key matches a replayable record (``replay_keys``' rules) gets its own tensors and
-  checks by running those access paths again through the interpreter's own ``getattr`` and subscript (so the
-  prologue unpacks and checks them as when interpreted), and the recorded bound symbols again, each tensor of the
-  record swapped for this call's, each value the call makes for a fresh one. Source lines are the record's, which
-  are the same lines.
+- **Replay.** A later call whose key matches a replayable record (``replay_keys``' rules) gets its own tensors by
+  running their access paths again through the interpreter's own ``getattr`` and subscript (so the prologue unpacks
+  and checks them as when interpreted); the prologue's checks of the record's numbers and strings, read on its own
+  module, become Python guards (``python_guards.replay_values``: one check for all, where thunder's prologue makes
+  an unpacking and a check of each); and it gets the recorded bound symbols again, each tensor of the record swapped
+  for this call's, each value the call makes for a fresh one. Source lines are the record's, which are the same
+  lines.
 - **Interpret.** Anything else (no candidate, no matching record, a record that cannot be replayed, at most four
   records of a class) is interpreted as today: a copy of ``_call_impl`` is interpreted, which the lookaside does
   not see. The reason is kept (``TracedBlocks``).
@@ -367,7 +369,7 @@ def _replay(record: _Record, wrapped_self: WrappedValue, leaves: list) -> Wrappe
         if not isinstance(p := unwrap(_run_path(reached, steps)), Proxy):
             raise NotReplayable(f"the access path {steps} gives no tensor on this module")
         swap[v] = p
-    for steps in record.checked_values:  # and the checks of its own values
+    for steps in python_guards.replay_values(wrapped_self, record.checked_values):  # and of its own values
         _run_path(reached, steps)
     if not python_guards.replay(wrapped_self, record.python_checks):
         raise NotReplayable("the block has no access path for the checks of its Python values")

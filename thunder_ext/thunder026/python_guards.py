@@ -15,7 +15,8 @@ or from the globals of a module of the user's (not an installed package, not Pyt
 check that the value read again by that path has the same description as now (``executors.checks.python_value``:
 a value by type and ``repr``, a container by type, length, string keys and plain items, a function or class by
 its name and line, any other object by its class). The checks are prologue checks like thunder's: they are saved
-with the entry, a block's replay makes them again for each block it replays, and a check that fails is a miss.
+with the entry, a block's replay makes them again for each block it replays (with the checks thunder's prologue
+made of the recorded block's numbers and strings: ``replay_values``), and a check that fails is a miss.
 The getattr and hasattr lookasides note an absent attribute the same way.
 
 Not checked (no path to read it again): what an opaque call returned from a value it was given (``sum(self.l)``
@@ -533,6 +534,28 @@ def replay(block: WrappedValue, checks: list[tuple]) -> bool:
         else:
             return False
     return True
+
+
+def replay_values(block: WrappedValue, paths: list[Steps]) -> list[Steps]:
+    """The checks of thunder's prologue on the block's numbers and strings at ``paths`` (the record's), made again
+    for ``block``, which replays it, as checks of its Python values: each then costs an entry of the one
+    ``check_python_values``, not an unpacking and a check of its own in the prologue (and no read through the
+    interpreter to make them). A check expects as much as thunder's (type and value; a float by its bits). Returns
+    the paths not made so (no path to the block, another kind of value), for the caller to make as thunder does."""
+    reads = _reads()
+    if (path := _path(block.provenance, reads)) is None:
+        return paths
+    rest = []
+    for steps in paths:
+        try:
+            value = read_path(block.value, steps)
+        except Exception:  # noqa: BLE001  (kept: read as thunder reads it, which says what fails)
+            value = None
+        if type(value) in (bool, int, float, str):
+            reads.add(Check(_then(path, *steps), expect(value), None))
+        else:
+            rest.append(steps)
+    return rest
 
 
 def install() -> None:
