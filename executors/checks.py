@@ -437,9 +437,16 @@ def _guard(spec: str | tuple) -> Callable:
 
 def _compiled_guard(spec: tuple) -> Callable:
     source, classes = _guard_source(spec)
+    return _executed(source, tuple(classes.items()))
+
+
+# by its text: the guard ``failing`` made for a compilation's checks serves its prologue's first call, which decodes
+# the same checks (compiling a text of 30 layers' checks again took 0.1 s); a few kept, the newest
+@functools.lru_cache(maxsize=4)
+def _executed(source: str, classes: tuple[tuple[type, str], ...]) -> Callable:
     namespace = {"sys": sys, "_class_name": _class_name, "python_value": python_value, "whole_value": whole_value,
                  "get_thunder_module": get_thunder_module}  # fmt: skip
-    namespace.update((name, cls) for cls, name in classes.items())
+    namespace.update((name, cls) for cls, name in classes)
     exec(source, namespace)
     return namespace["guard"]
 

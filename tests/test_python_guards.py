@@ -22,6 +22,7 @@ import torch
 
 import thunder_ext
 from helpers import small_llama
+from thunder_ext.executors import checks
 from thunder_ext.transforms import InplaceTransform
 
 SCALE = None  # a global the module's forward reads
@@ -223,6 +224,18 @@ def test_a_replayed_block_is_checked_by_its_own_paths():
         model.transformer.h[1].attn.config = config
         torch.testing.assert_close(jitted(x), model(x))
         assert thunder.cache_misses(jitted) == 2
+
+
+def test_the_guard_compiled_while_compiling_serves_the_first_call():
+    # ``_holding`` runs the guard of a compilation's checks to drop those the interpreter read otherwise; the
+    # prologue's first call decodes the same checks, and gets that guard, not a second compile of its text
+    checks._executed.cache_clear()
+    model, x = Model(), torch.randn(2, 4)
+    jitted = thunder_ext.jit(model, compile_cache=False)
+    with torch.no_grad():
+        jitted(x)
+    info = checks._executed.cache_info()
+    assert (info.misses, info.hits) == (1, 1)
 
 
 def test_a_number_of_a_replayed_block_that_thunder_would_check_is_checked():
