@@ -11,6 +11,7 @@ import thunder
 import torch
 
 import thunder_ext
+from thunder_ext.executors import checks
 from thunder_ext.thunder026 import attribute_writes
 
 # Runs in a fresh process: in this one, earlier tests have adapted thunder already.
@@ -177,17 +178,24 @@ def test_an_attribute_assigned_on_the_compiled_module_itself_is_refused_before_a
     assert (module.a, module.b, module.c) == (0, 0, 0)
 
 
+class _Difference(torch.nn.Module):
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x - 0.5 * y
+
+
 class _Unpacking(torch.nn.Module):
     """Unpacks each kind of sequence a traced call meets: a module's tuple of numbers (guarded), ``enumerate``'s
     pairs over a ``ModuleList``, a list argument of tensors, an op's tuple of proxies, a shape, a list the call
-    built and changed, and a nested tuple."""
+    built and changed, and a nested tuple; and a call's ``*args`` (``nn.Module.__call__``'s, of two tensors)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.pair = (2.0, 3.0)
         self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+        self.difference = _Difference()
 
     def forward(self, x: torch.Tensor, xs: list) -> torch.Tensor:
+        x = self.difference(x, x * 3.0)
         a, b = self.pair
         for i, block in enumerate(self.blocks):
             x = block(x) * (i + 1)
@@ -233,8 +241,84 @@ def test_a_tuple_or_list_unpacked_from_its_items_traces_what_thunders_handler_tr
 
     assert as_thunders()
     # broken on purpose: the items pushed first first, so ``a, b = (2.0, 3.0)`` binds a = 3.0
-    monkeypatch.setattr(sequence_unpacking, "reversed", lambda items: items, raising=False)
+    with monkeypatch.context() as broken:
+        broken.setattr(sequence_unpacking, "reversed", lambda items: items, raising=False)
+        assert not as_thunders()
+    # and the first call's two tensors of ``*args`` (``nn.Module.__call__``'s, which passes them on to ``forward`` by
+    # another ``*args``) passed last first, so ``difference(x, 3x)`` computes 3x - x / 2
+    from thunder.core.proxies import TensorProxy
+
+    seen = []
+
+    def swapped(items: list) -> list:
+        if len(items) == 2 and all(isinstance(w.value, TensorProxy) for w in items) and not seen:
+            seen.append(items)
+            return [*items][::-1]
+        return [*items]
+
+    monkeypatch.setattr(sequence_unpacking, "list", swapped, raising=False)
     assert not as_thunders()
+
+
+def _arithmetic(x: torch.Tensor) -> torch.Tensor:
+    """Each operator on two plain ints (a shape's), in-place forms too, and on two floats; then a mix of the two
+    types, and a bool, which go to thunder's handler."""
+    rows, cols = x.shape
+    ints = [rows + cols, rows & cols, cols // rows, rows << 1, rows * cols, cols % 3, rows | cols, rows**3, cols >> 1,
+            rows - cols, cols / rows, rows ^ cols]  # fmt: skip
+    n = 0
+    for _ in range(3):
+        n += rows
+    n -= cols
+    f = 1.5
+    f *= 2.0
+    floats = [f + 0.25, f - 0.75, f * 3.0, f / 4.0, f // 0.7, f % 0.7, f**2.0]
+    mixed = [rows * 0.5, 2.0 + cols, True + rows]
+    return x * sum(ints) + n + sum(floats) * x.sum() + sum(mixed)
+
+
+@pytest.mark.executor_sets("defaults")  # the interpreter's handler: what it traces, before any executor runs
+def test_plain_numbers_operators_trace_what_thunders_handler_traces(monkeypatch):
+    from thunder_ext.thunder026 import plain_arithmetic
+
+    x = torch.arange(8.0).reshape(2, 4)
+
+    def traced() -> tuple[torch.Tensor, str, list[str], set]:
+        """The output, the computation, the prologue but for its Python guards, and their checks."""
+        jitted = thunder_ext.jit(_arithmetic, compile_cache=False)
+        out = jitted(x)
+        prologue = thunder.last_prologue_traces(jitted)[0]
+        (guard,) = [b for b in prologue.bound_symbols if b.sym.name == "check_python_values"]
+        rest = [line for line in str(prologue).splitlines() if "check_python_values" not in line]
+        return out, str(thunder.last_traces(jitted)[0]), rest, set(checks.decoded(guard.args[0]))
+
+    with monkeypatch.context() as thunders:
+        thunders.setattr(plain_arithmetic, "compiling_with_extension", lambda: False)
+        theirs = traced()
+    torch.testing.assert_close(theirs[0], _arithmetic(x))
+
+    def as_thunders() -> bool:
+        # the guards may check more: thunder's emulation reads builtins (``hasattr``, ``type``) through its own
+        # module's globals first, and the code's reads of ``range`` and ``sum`` from the same dict then have no path
+        ours = traced()
+        return torch.allclose(ours[0], _arithmetic(x)) and ours[1:3] == theirs[1:3] and ours[3] >= theirs[3]
+
+    assert as_thunders()
+    # broken on purpose: ``+`` called as ``-``
+    monkeypatch.setattr(plain_arithmetic, "_METHODS", ("__sub__", *plain_arithmetic._METHODS[1:]))
+    assert not as_thunders()
+
+
+@pytest.mark.executor_sets("defaults")
+def test_a_plain_numbers_operator_that_raises_raises_as_python_says():
+    def divide(x):
+        rows, cols = x.shape
+        return x * (cols // (rows - 2))
+
+    with pytest.raises(ZeroDivisionError, match="integer division or modulo by zero"):
+        divide(torch.ones(2, 4))
+    with pytest.raises(ZeroDivisionError, match="integer division or modulo by zero"):
+        thunder_ext.jit(divide, compile_cache=False)(torch.ones(2, 4))
 
 
 @pytest.mark.executor_sets("defaults")

@@ -73,13 +73,15 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   with static shapes, in the extension's compilations only (``thunder_ext/integrations/litgpt_moe.py``, through
   ``thunder026/substitutes.py``; stock ``thunder.jit`` fails on it as before).
 
-**Five change what thunder costs, not what it traces or prints**: the lookaside that traces a repeated block
+**Six change what thunder costs, not what it traces or prints**: the lookaside that traces a repeated block
 once (``block_replay``), which acts in the extension's compilations that ask for it and interprets every call as
 thunder does elsewhere; the interpreter's prologue checks, kept in the same list but found without comparing
 each new one with all before it (``constraints``); each code object's instructions, decoded once, not at
-every call interpreted (``interpreted_code``); a tuple or list unpacked from its items' wrappers, not by an
-interpreted iterator, in the extension's compilations (``sequence_unpacking``); and a bound symbol's imports and
-objects gathered in one pass over its printables, not two (``gathered_contexts``).
+every call interpreted (``interpreted_code``); a tuple or list unpacked, and a call's tuple of ``*args``, from its
+items' wrappers, not by interpreted iterators and subscripts, in the extension's compilations
+(``sequence_unpacking``); an operator on two plain numbers of one type called directly, not through thunder's
+emulation of Python's choice of method, in the extension's compilations (``plain_arithmetic``); and a bound
+symbol's imports and objects gathered in one pass over its printables, not two (``gathered_contexts``).
 """
 
 from __future__ import annotations
@@ -113,6 +115,7 @@ from thunder_ext.thunder026 import (
     constraints,
     gathered_contexts,
     interpreted_code,
+    plain_arithmetic,
     printing,
     python_guards,
     rematerialization,
@@ -166,6 +169,7 @@ def _adapt_once() -> None:
     constraints.install()  # the same prologue checks, found without a quadratic scan
     interpreted_code.install()  # a code object's instructions decoded once; the files of a compilation's code
     sequence_unpacking.install()  # a tuple or list unpacked from its items, in the extension's compilations only
+    plain_arithmetic.install()  # two plain numbers' operator called directly, in the extension's compilations only
     gathered_contexts.install()  # a bound symbol's printables made once for its contexts, not twice
     traced_call.install()  # the traced call's lists, tuples and dicts kept, in the extension's compilations only
     zero_dim_gradients.install()  # a 0-d tensor's gradient summed to its shape, in the extension's compilations

@@ -12,6 +12,11 @@ count the instruction asks for, its ``track_items`` runs and its item wrappers a
 handler pushes them; anything else (another iterable, another count, whose error thunder raises) goes to
 thunder's handler. In the extension's compilations only: stock thunder's keep thunder's handler.
 
+A call's ``*args`` (``CALL_FUNCTION_EX``: ``block(*args)`` in ``nn.Module.__call__``, once a layer) is unpacked
+by the same rule where it is exactly a ``tuple``: thunder interprets a subscript of each item, which returns that
+item's wrapper. A list goes to thunder's way: a recorded block notes the reads of an existing list's items through
+its ``__getitem__`` (``block_replay``), and a tuple's items cannot change.
+
 Retired by: thunder unpacking a list or tuple from its item wrappers.
 """
 
@@ -22,6 +27,7 @@ from thunder.core import interpreter
 from thunder_ext.thunder026.scope import compiling_with_extension
 
 _thunders = interpreter._default_opcode_handler_map["UNPACK_SEQUENCE"]
+_thunders_args = interpreter.wrap_args_from_list
 
 
 def _unpack_sequence_handler(inst, /, stack: interpreter.InterpreterStack, **kwargs):
@@ -38,5 +44,13 @@ def _unpack_sequence_handler(inst, /, stack: interpreter.InterpreterStack, **kwa
     return _thunders(inst, stack=stack, **kwargs)
 
 
+def _wrap_args_from_list(args: interpreter.WrappedValue) -> list:
+    if type(args.value) is tuple and compiling_with_extension():
+        args.track_items()
+        return list(args.item_wrappers)
+    return _thunders_args(args)
+
+
 def install() -> None:
     interpreter._default_opcode_handler_map["UNPACK_SEQUENCE"] = _unpack_sequence_handler
+    interpreter.wrap_args_from_list = _wrap_args_from_list  # read by the CALL_FUNCTION_EX handler at each call
