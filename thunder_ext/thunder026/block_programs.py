@@ -1,6 +1,7 @@
-"""A replayed block as one op (issue 61's block program): the first replay of a record compiles the record's bound
-symbols once, through the model's own pipeline, as a program of its own, and each replay of that record appends one
-call of it with its layer's tensors instead of the block's ops. Opt-in (``ExtensionTransform.block_programs``).
+"""A repeated block as one op (issue 61's block program): a record's bound symbols are compiled once, through the
+model's own pipeline, as a program of its own, and each call of that block is one call of it with its layer's
+tensors instead of the block's ops: each replay, and the recorded call itself where the block has more candidates
+than one (its ops are taken out of the trace for the call). Opt-in (``ExtensionTransform.block_programs``).
 
 Where a call may stand for the ops is the extension's rule (``transforms/block_calls.py``, which the compilation's
 transform answers through ``ExtensionTransform.block_program_writes``); here is how the program is made and called:
@@ -13,7 +14,8 @@ transform answers through ``ExtensionTransform.block_program_writes``); here is 
   ``disable_torch_autograd_support`` is set while it runs: parameters that require grad would make it split a
   joint trace that grad-off tracing never built.
 - **Called.** An operator of the compilation's ad-hoc executor (first in its executor list, so the call is claimed
-  as it is) runs the program's computation; its outputs are fresh proxies, as a replay's would be. Its bound
+  as it is) runs the program's computation; its outputs are fresh proxies, as a replay's would be, or for the
+  recorded call the record's own, which the rest of the trace already reads (``call_making``). Its bound
   symbol is tagged ``DONT_DCE``: its writes are effects that no output shows.
 - **Inlined.** ``inlined`` gives a call's replayed bound symbols, the record's with that call's tensors, for a pass
   that puts the block's ops back where a call cannot stand for them.
@@ -103,6 +105,12 @@ def compiled(record: Any, inputs: list[Proxy], written: frozenset[int]) -> Block
 def call(program: BlockProgram, swap: dict) -> Any:
     """Append a call of ``program`` with the tensors ``swap`` gives the record's; return its output."""
     return _operator(program)(*[swap.get(variableify(p), p) for p in program.inputs])
+
+
+def call_making(program: BlockProgram, output: Any) -> BoundSymbol:
+    """A call of ``program`` with the record's own tensors, bound to make ``output``, the record's: the recorded call
+    itself, whose outputs the rest of the trace already reads."""
+    return _operator(program).bind(*program.inputs, output=output)
 
 
 def _operator(program: BlockProgram):

@@ -99,8 +99,8 @@ class TracedBlocks:
     """The repeated blocks' calls of one compilation, in order."""
 
     calls: list[BlockCall] = field(default_factory=list)
-    called: Counter = field(default_factory=Counter)  # block program -> replays that called it
-    not_called: Counter = field(default_factory=Counter)  # why a replay called no program -> how many
+    called: Counter = field(default_factory=Counter)  # block program -> calls of it
+    not_called: Counter = field(default_factory=Counter)  # why a recorded block's call called none -> how many
 
     def count(self, how: str) -> int:
         return sum(c.how == how for c in self.calls)
@@ -111,8 +111,8 @@ class TracedBlocks:
     def summary(self) -> str:
         """One line for the compile log: ``30 calls of Block: 1 interpreted (6.9 s), 29 replayed (3.1 s)``, then why
         each interpreted call after the first of its kind was interpreted, and where block programs are asked for,
-        each one's compilation and calls (``compiled Block once (0.3 s), called 29 times``) and why any replay
-        called none."""
+        each one's compilation and calls (``compiled Block once (0.3 s), called 30 times``) and why any call of a
+        recorded block called none."""
         kinds = ", ".join(f"{n} of {cls}" for cls, n in Counter(c.cls for c in self.calls).items())
         counts = [f"{self.count(how)} {how} ({self.seconds(how):.1f} s)" for how in ("interpreted", "replayed")]
         line = f"{len(self.calls)} calls of repeated blocks ({kinds}): {', '.join(counts)}"
@@ -120,7 +120,7 @@ class TracedBlocks:
         line += "".join(f"; {n} interpreted: {reason}" for reason, n in why.items())
         line += "".join(f"; compiled {p.cls} once ({p.seconds:.1f} s), called {n} times"
                         for p, n in self.called.items())  # fmt: skip
-        return line + "".join(f"; {n} replayed without a block program: {why}" for why, n in self.not_called.items())
+        return line + "".join(f"; {n} without a block program: {why}" for why, n in self.not_called.items())
 
 
 FIRST = "the first call of its kind, recorded"
@@ -150,7 +150,7 @@ class _Record:
     python_checks: list = field(default_factory=list)  # and of the Python values ``python_guards`` checks
     made: list[Proxy] = field(default_factory=list)  # what the call's bound symbols make, subsymbols' too
     output: Any = None
-    program: block_programs.BlockProgram | None = None  # compiled at the first replay, where asked and allowed
+    program: block_programs.BlockProgram | None = None  # compiled at its first call, where asked and allowed
     no_program: str | None = None  # why not
 
     def refuse(self, reason: str) -> None:
@@ -165,10 +165,12 @@ class _Compilation:
         self.traced = traced
         # candidates: the elements of the jitted module's ModuleLists, by id, with their names
         self.candidates: dict[int, str] = {}
+        self.classes: Counter = Counter()  # how many candidates of each class
         if isinstance(root, torch.nn.Module):
             for name, m in root.named_modules():
                 if isinstance(m, torch.nn.ModuleList):
                     self.candidates.update((id(c), f"{name}.{i}" if name else str(i)) for i, c in enumerate(m))
+                    self.classes.update(type(c) for c in m)
         self.records: dict[type, list[_Record]] = {}
         self.recording: _Record | None = None  # no nesting: a call inside a recorded one is part of it
 
@@ -340,6 +342,8 @@ def _record(state: _Compilation, wrapped_self: WrappedValue, args, kwargs, modul
             record.python_checks = python_guards.relative(record.root, python_checks, access_path)
         except NotReplayable as e:
             record.refuse(str(e))
+    if record.not_replayable is None and state.classes[record.cls] > 1:
+        _call_program_instead(record, trace, start)
     return result
 
 
@@ -381,8 +385,17 @@ def _replay(record: _Record, wrapped_self: WrappedValue, leaves: list) -> Wrappe
     return wrap(output, provenance=ProvenanceRecord(PseudoInst.LOOKASIDE, inputs=[wrapped_self.provenance]))
 
 
+def _call_program_instead(record: _Record, trace, start: int) -> None:
+    """The recorded call's ops, from ``start`` in ``trace``, become one call of the record's program, where one may
+    stand for them, so that each layer is one call (the replays' too); the call's outputs are the record's, which
+    the interpreter holds. Asked only where the block has more than one candidate: one call has nothing to share."""
+    if (program := _program(record, {})) is not None:
+        del trace.bound_symbols[start:]
+        trace.bound_symbols.append(block_programs.call_making(program, record.output))
+
+
 def _program(record: _Record, swap: dict) -> block_programs.BlockProgram | None:
-    """The record's block program, compiled at its first replay, where this call may call it; else None, the reason
+    """The record's block program, compiled at its first call, where this call may call it; else None, the reason
     kept for the log."""
     transform = extension_transform()
     if not transform.block_programs:
