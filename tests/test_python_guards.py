@@ -13,6 +13,7 @@ transform gave the ``ThunderModule`` stays the transform's.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ import torch
 import thunder_ext
 from helpers import small_llama
 from thunder_ext.executors import checks
+from thunder_ext.thunder026 import python_guards
 from thunder_ext.transforms import InplaceTransform
 
 SCALE = None  # a global the module's forward reads
@@ -399,15 +401,22 @@ def test_a_prologue_holds_its_python_checks_as_one_text_that_decodes_to_them(mon
 
     module = _Reading(b"ab", {"k": "it's \"quoted\"", "n": 3})
     jitted, text = compiled(module)
-    assert isinstance(text, str) and "quoted" in text and checks.encoded(checks.decoded(text)) == text
+    assert isinstance(text, str) and checks.encoded(checks.decoded(text)) == text
     assert ("repr", "bytes", "b'ab'") in [expected for _, _, expected in checks.decoded(text)]
     for change in (lambda: module.table.update(n=40), lambda: setattr(module, "blob", b"abc")):
         change()  # read by the text's checks: a miss, and eager's value
         torch.testing.assert_close(jitted(torch.ones(2)), module(torch.ones(2)))
     assert thunder.cache_misses(jitted) == 3
-    # what JSON does not give back (a NaN is not itself) stays a literal
-    spec = ((0, (("item", float("nan")),), ("is", None)),)
+    # each value comes back with its exact type (a NaN, which is not itself, too); what marshal does not take (a
+    # subclass of str) stays a literal
+    (nan,) = checks.decoded(checks.encoded(((0, (("item", float("nan")),), ("is", None)),)))[0][1][0][1:]
+    assert type(nan) is float and math.isnan(nan)
+    spec = ((0, (("attr", type("Name", (str,), {})("k")),), ("is", None)),)
     assert checks.encoded(spec) is spec
-    # broken on purpose: a decoding that keeps JSON's lists, which is not the spec again
-    monkeypatch.setattr(checks, "_tuples", lambda x: x)
-    assert not isinstance(compiled(_Reading(b"ab", {"n": 3}))[1], str)
+    # broken on purpose: a text without the table's checks: the edit runs the old program
+    without_table = lambda spec: checks.encoded(tuple(c for c in spec if ("attr", "table") not in c[1]))  # noqa: E731
+    monkeypatch.setattr(python_guards, "encoded", without_table)
+    module = _Reading(b"ab", {"n": 3})
+    jitted, _ = compiled(module)
+    module.table.update(n=40)
+    assert not torch.equal(jitted(torch.ones(2)), module(torch.ones(2)))
