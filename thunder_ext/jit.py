@@ -41,10 +41,10 @@ def jit(
     would not trace exactly is interpreted (``thunder_ext/thunder026/block_replay.py``). The compile log says,
     per compilation, how many calls were replayed and why any other was interpreted.
 
-    ``block_programs`` (opt-in, without grad): each replayed call is one op of the model's trace, a call of the
-    block's own program, which the whole pipeline compiled once from the record, where the model's trace cannot
-    tell it from the block's ops (``transforms/block_calls.py``); the log says ``compiled Block once (0.3 s), called
-    29 times``, or why a replay called none.
+    ``block_programs`` (opt-in, without grad): each call of a repeated block, the recorded one and each replay, is
+    one op of the model's trace, a call of the block's own program, which the whole pipeline compiled once from the
+    record, where the model's trace cannot tell it from the block's ops (``transforms/block_calls.py``); the log
+    says ``compiled Block once (0.3 s), called 30 times``, or why a call called none.
 
     With nvFuser among the executors (thunder's defaults include it where it loads), its fusion
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to
