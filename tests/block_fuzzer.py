@@ -496,7 +496,10 @@ def _decisions(jitted) -> Counter:
 
 def _copies(decisions: Counter) -> Counter:
     """``decisions`` as in place or a copy, each with its line and bytes."""
-    return Counter({(how == "copy", *rest): n for (how, *rest), n in decisions.items()})
+    copies: Counter = Counter()
+    for (how, *rest), n in decisions.items():
+        copies[(how == "copy", *rest)] += n
+    return copies
 
 
 # each way whose decisions are compared: with which way's, and as what
