@@ -127,6 +127,7 @@ def build(model: str, layers: int, runner: str) -> torch.nn.Module:
         gpt.max_seq_length = MAX_SEQ_LENGTH
     if runner in (EXT_TC, EXT_TC_PROGRAMS, DYNAMIC):
         configure_inductor()
+    with_inductor = [torch_compile_ex, *thunder.get_default_executors()]
     wrapped = {
         EAGER: lambda: gpt,
         STOCK: lambda: thunder.jit(gpt),
@@ -134,9 +135,8 @@ def build(model: str, layers: int, runner: str) -> torch.nn.Module:
         EXT_AHEAD: lambda: thunder_ext.jit(gpt),
         EXT_NO_REPLAY: lambda: thunder_ext.jit(gpt, replay_blocks=False),
         EXT_PROGRAMS: lambda: thunder_ext.jit(gpt, block_programs=True),
-        EXT_TC: lambda: thunder_ext.jit(gpt, executors=[torch_compile_ex, *thunder.get_default_executors()]),
-        EXT_TC_PROGRAMS: lambda: thunder_ext.jit(gpt, block_programs=True,
-                                                 executors=[torch_compile_ex, *thunder.get_default_executors()]),
+        EXT_TC: lambda: thunder_ext.jit(gpt, executors=with_inductor),
+        EXT_TC_PROGRAMS: lambda: thunder_ext.jit(gpt, block_programs=True, executors=with_inductor),
         DYNAMIC: lambda: torch.compile(gpt, dynamic=True),
     }[runner]()
     if runner in (EXT, EXT_NO_REPLAY, EXT_PROGRAMS, EXT_TC, EXT_TC_PROGRAMS, EXT_AHEAD):

@@ -414,7 +414,9 @@ def test_a_prologue_holds_its_python_checks_as_one_text_that_decodes_to_them(mon
     spec = ((0, (("attr", type("Name", (str,), {})("k")),), ("is", None)),)
     assert checks.encoded(spec) is spec
     # broken on purpose: a text without the table's checks: the edit runs the old program
-    without_table = lambda spec: checks.encoded(tuple(c for c in spec if ("attr", "table") not in c[1]))  # noqa: E731
+    def without_table(spec: tuple) -> str | tuple:
+        return checks.encoded(tuple(c for c in spec if ("attr", "table") not in c[1]))
+
     monkeypatch.setattr(python_guards, "encoded", without_table)
     module = _Reading(b"ab", {"n": 3})
     jitted, _ = compiled(module)
