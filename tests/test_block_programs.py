@@ -161,7 +161,7 @@ def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes
     caplog, monkeypatch, tmp_path, executor_set
 ):
     """The compile cache stores each program a compilation calls within its entry; a jit over the same folder loads
-    the entry and calls the programs rebuilt from it; a deeper model compiles its own. Under the torch.compile
+    the entry and calls the programs rebuilt from it; a deeper model has an entry of its own. Under the torch.compile
     executor the entry names Inductor's regions, and is not saved, as any such entry."""
     caplog.set_level(logging.INFO, logger="thunder_ext")
     monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
@@ -186,9 +186,61 @@ def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes
         return
     deeper = copy.deepcopy(model)
     deeper.layers.append(Layer())
-    assert thunder_ext.cache_loads(run(deeper)) == 0  # another entry: its programs compiled afresh
+    assert thunder_ext.cache_loads(run(deeper)) == 0  # another entry (its programs loaded: the next test)
     # broken on purpose: an entry loaded without the programs it calls
     without_blocks = classmethod(lambda cls, f: cls(f["function"], f["text"], f["names"], f["code"]))
     monkeypatch.setattr(cache_entries.Program, "loaded", without_blocks)
     with pytest.raises(NameError, match="block_Layer_0"):
         run()
+
+
+def test_a_deeper_model_loads_the_block_programs_a_shallower_one_stored_and_computes_what_a_fresh_one_does(
+    caplog, monkeypatch, tmp_path, executor_set
+):
+    """Each block program is stored apart too, keyed by the block's traced ops within the model's compilation
+    (``compile_cache/attach.py``, ``_BlockStore``): a deeper model of the same blocks loads it, and computes what a
+    fresh compilation does; a block whose ops differ in a constant (another norm eps) compiles its own. Under the
+    torch.compile executor a program names Inductor's regions, and is not stored."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    steps = 1 if executor_set == "torch_compile" else 2  # CI time: Inductor compiles each program's regions
+
+    def run(n_layer: int, compile_cache: bool, **overrides):
+        torch.manual_seed(0)
+        eager = small_llama(n_layer=n_layer, **overrides)
+        eager.set_kv_cache(batch_size=1, max_seq_length=32)
+        jitted = thunder_ext.jit(copy.deepcopy(eager), block_programs=True, compile_cache=compile_cache)
+        x, pos, outputs, decisions = torch.randint(0, VOCAB, (1, 5)), torch.arange(5), [], []
+        caplog.clear()
+        with torch.inference_mode():
+            for _ in range(steps):  # a prefill, then a decode step: a program each
+                outputs.append(jitted(x, pos))
+                assert_close(outputs[-1], eager(x, pos))
+                for ours, theirs in zip(caches(jitted._model), caches(eager), strict=True):
+                    assert_close(ours, theirs)
+                decisions += sorted((d.how, d.source, d.nbytes) for d in thunder_ext.inplace_decisions(jitted))
+                x, pos = outputs[-1][:, -1:].argmax(-1), pos[-1:] + 1
+        assert calls_of_programs(jitted) == n_layer
+        return outputs + caches(jitted._model), decisions, " ".join(summaries(caplog))
+
+    run(2, compile_cache=True)
+    if executor_set == "torch_compile":
+        refused = [r.getMessage() for r in caplog.records if "not saved to the compile cache" in r.getMessage()]
+        assert any(m.startswith("thunder_ext: compiled block_Block(") and "TorchCompile" in m for m in refused)
+        return
+    tensors, decisions, summary = run(3, compile_cache=True)
+    assert summary.count("loaded Block once") == steps and "compiled Block" not in summary, summary
+    fresh_tensors, fresh_decisions, fresh_summary = run(3, compile_cache=False)
+    assert fresh_summary.count("compiled Block once") == steps
+    assert all(torch.equal(a, b) for a, b in zip(tensors, fresh_tensors, strict=True))
+    assert decisions == fresh_decisions and len(decisions) == steps * 2 * 3  # k and v of each layer and step
+    _, _, summary = run(3, compile_cache=True, norm_eps=1e-3)
+    assert summary.count("compiled Block once") == steps and "loaded" not in summary, summary
+    # broken on purpose: a key without the ops' float constants, so a block of another eps loads this one's program
+    value = cache_entries._value
+    monkeypatch.setattr(cache_entries, "_value", lambda x: "a float" if type(x) is float else value(x))
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path / "broken"))  # no model entries to load
+    run(2, compile_cache=True)
+    with pytest.raises(AssertionError, match="Tensor-likes are not close"):
+        run(3, compile_cache=True, norm_eps=1e-3)
+    assert "loaded Block once" in " ".join(summaries(caplog))

@@ -10,6 +10,7 @@ first call the entry would take); everything else compiles.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import thunder
 import torch
+from thunder.core.compile_data import get_compile_data
 from thunder.core.proxies import NumberProxy, TensorProxy
 
 from thunder_ext.compile_cache import store
@@ -34,10 +36,12 @@ from thunder_ext.thunder026.cache_entries import (
     guard_of,
     interpreter_cache,
     on_each_new_entry,
+    program_of,
     programs_of,
     rebuilt,
     rebuilt_entry,
     runs_its_text,
+    trace_digest,
     try_first,
 )
 from thunder_ext.thunder026.interpreted_code import files_interpreted
@@ -66,6 +70,9 @@ def attach(jitted: Callable, requested: bool | None = None) -> None:
     _CACHES[jitted] = cache
     cache.load()
     on_each_new_entry(jitted, cache.save)
+    transform = _inplace_transform(cd)
+    if transform is not None:
+        transform.block_store = _BlockStore(cd.fn, fields)
 
 
 def cached(jitted: Callable) -> bool:
@@ -165,36 +172,110 @@ class _Cache:
         except NotStorable as e:
             log.info("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
             return
-        if store.verifying():
-            self._verify(name, payload)
-            return
-        try:
-            stored = store.save(self.key, payload)
-            store.evict()
-        except OSError as e:  # a full disk, a folder made read-only: the compilation still runs
-            log.warning("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
-            return
+        stored = _saved(self.key, name, seconds, payload)
         if stored is not None:
             self.known.add(stored.path)
-            size = stored.size / 2**20
-            log.info("thunder_ext: compiled %s in %.1f s, saved to the compile cache (%.1f MB)", name, seconds, size)
 
-    def _verify(self, name: str, payload: dict) -> None:
-        """Says whether an entry stored for the call ``name`` holds this compilation (``_comparable``), or in which
-        fields it differs: the programs by role, the decisions, the files it depends on, its guard."""
-        fresh = _comparable(json.loads(json.dumps(payload, sort_keys=True)))  # as stored: tuples as lists
-        stored = [(s.path, _comparable(s.payload)) for s in store.entries(self.key) if s.payload["describe"] == name]
-        if not stored:
-            log.info("thunder_ext: compile cache verify: %s: no entry is stored for this call", name)
-        elif any(s == fresh for _, s in stored):
-            log.info("thunder_ext: compile cache verify: %s: the stored entry is this compilation", name)
-        else:
-            for path, s in stored:
-                differ = [f"programs.{role}" for role in fresh["programs"]
-                          if s["programs"].get(role) != fresh["programs"][role]]  # fmt: skip
-                differ += [k for k in fresh if k != "programs" and s.get(k) != fresh[k]]
-                log.warning("thunder_ext: compile cache verify: %s: the stored entry %s differs from this "
-                            "compilation in %s", name, path, ", ".join(differ))  # fmt: skip
+def _saved(key: str, name: str, seconds: float, payload: dict) -> store.Stored | None:
+    """Saves ``payload``, the compilation of ``name`` in ``seconds``, under ``key`` (where the cache verifies, says
+    whether the entry stored is this compilation instead); what was stored, with a log line."""
+    if store.verifying():
+        _verify(key, name, payload)
+        return None
+    try:
+        stored = store.save(key, payload)
+        store.evict()
+    except OSError as e:  # a full disk, a folder made read-only: the compilation still runs
+        log.warning("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
+        return None
+    if stored is not None:
+        size = stored.size / 2**20
+        log.info("thunder_ext: compiled %s in %.1f s, saved to the compile cache (%.1f MB)", name, seconds, size)
+    return stored
+
+
+def _verify(key: str, name: str, payload: dict) -> None:
+    """Says whether an entry stored for the call ``name`` holds this compilation (``_comparable``), or in which
+    fields it differs: the programs by role, the decisions, the files it depends on, its guard."""
+    fresh = _comparable(json.loads(json.dumps(payload, sort_keys=True)))  # as stored: tuples as lists
+    stored = [(s.path, _comparable(s.payload)) for s in store.entries(key) if s.payload["describe"] == name]
+    if not stored:
+        log.info("thunder_ext: compile cache verify: %s: no entry is stored for this call", name)
+    elif any(s == fresh for _, s in stored):
+        log.info("thunder_ext: compile cache verify: %s: the stored entry is this compilation", name)
+    else:
+        for path, s in stored:
+            differ = [f"programs.{role}" for role in fresh["programs"]
+                      if s["programs"].get(role) != fresh["programs"][role]]  # fmt: skip
+            differ += [k for k in fresh if k != "programs" and s.get(k) != fresh[k]]
+            log.warning("thunder_ext: compile cache verify: %s: the stored entry %s differs from this "
+                        "compilation in %s", name, path, ", ".join(differ))  # fmt: skip
+
+
+class _BlockStore:
+    """The compile cache's block programs (``thunder026/block_programs.py``): each stored apart from the entries of
+    the models that call it, under a key of everything its compilation read: the block's traced ops
+    (``trace_digest``: each op with its arguments' metadata, subsymbols and user's line), the model's compilation
+    (its key: versions, executors, transforms, options), grad mode and autocast. Another model of the same blocks (a
+    deeper one) traces the same ops, so loads the program instead of compiling it; ops that differ in anything the
+    digest names miss."""
+
+    def __init__(self, compiled: object, fields: dict) -> None:
+        self.compiled = weakref.ref(compiled)
+        self.fields = fields
+
+    def key(self, computation) -> tuple[str, dict] | None:
+        try:
+            traced = trace_digest(computation)
+        except NotStorable as e:
+            log.info("thunder_ext: compile cache: %s is compiled afresh in each process: %s", computation.fn_name, e)
+            return None
+        grad = get_compile_data().is_grad_enabled
+        fields = {**self.fields, "block": traced, "grad": grad, "autocast": autocast_now()}
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32], fields
+
+    def load(self, key: tuple[str, dict]) -> tuple[Callable, list[InplaceDecision]] | None:
+        if store.verifying():  # each compiles, and its save compares
+            return None
+        for stored in sorted(store.entries(key[0]), key=lambda s: s.last_used, reverse=True):
+            start, payload = time.perf_counter(), stored.payload
+            try:
+                if payload.get("key") != key[1]:
+                    raise ValueError("it was saved for another compilation (its key differs)")
+                changed = changed_source(payload["depends_on"])
+                if changed is not None:
+                    raise ValueError(f"{changed} changed since it was saved")
+                program = Program.loaded(payload["programs"]["computation"])
+                run = rebuilt(program, self.compiled(), payload["autocast"])
+                decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
+            except (NotStorable, KeyError, TypeError, ValueError, SyntaxError) as e:
+                log.warning("thunder_ext: compile cache: ignored and removed %s: %s", stored.path, e)
+                store.remove(stored.path)
+                continue
+            store.mark_used(stored.path)
+            log.info("thunder_ext: loaded %s from the compile cache in %.2f s", payload["describe"],
+                     time.perf_counter() - start)  # fmt: skip
+            return run, decisions
+        return None
+
+    def save(self, key: tuple[str, dict], name: str, seconds: float, run: Callable,
+             decisions: list[InplaceDecision]) -> None:  # fmt: skip
+        try:
+            program = program_of(run, self.compiled())
+            payload = {
+                "key": key[1],
+                "describe": name,
+                "depends_on": depends_on(self.fields, set(), {"computation": program}),
+                "programs": {"computation": dataclasses.asdict(program)},
+                "guard": None,
+                "decisions": [dataclasses.asdict(d) for d in decisions],
+                "decision_files": source_names({d.source.partition(":")[0] for d in decisions if d.source}),
+                "autocast": autocast_now(),
+            }
+        except NotStorable as e:
+            log.info("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
+            return
+        _saved(key[0], name, seconds, payload)
 
 
 def _comparable(payload: dict) -> dict:

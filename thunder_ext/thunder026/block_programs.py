@@ -21,8 +21,9 @@ transform answers through ``ExtensionTransform.block_program_writes``); here is 
   that puts the block's ops back where a call cannot stand for them.
 
 The compile cache stores a program within the entry of each compilation that calls it, as a program text of its own
-(``cache_entries.Program.blocks``); a loaded entry calls the program rebuilt from it. A model of another depth has
-another entry, and compiles its programs afresh.
+(``cache_entries.Program.blocks``); a loaded entry calls the program rebuilt from it. It stores each program apart
+too, keyed by the block's traced ops (``ExtensionTransform.block_store``): a model of another depth has another entry,
+traces the same blocks, and loads their programs instead of compiling them.
 
 Written for thunder 0.2.6: the compile data's pipeline, the ad-hoc executor, ``disable_torch_autograd_support``.
 Retired by: thunder compiling a repeated module once itself.
@@ -33,13 +34,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from thunder.common import CompileStats
 from thunder.core import jit_ext, prims
 from thunder.core.codeutils import SigInfo
 from thunder.core.compile_data import get_compile_data
-from thunder.core.proxies import Proxy, variableify
+from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_flatten, tree_flatten_with_dataclass, tree_map, tree_unflatten
 from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import TraceCtx, from_trace, get_tracectx, tracectx
@@ -60,10 +61,25 @@ class BlockProgram:
     run: Callable  # the compiled computation
     decisions: list  # the decisions of its writes (``InplaceTransform.decisions`` of its trace)
     seconds: float
+    loaded: bool = False  # from the compile cache (``ProgramStore``), not compiled here
     operator: Symbol | None = None  # its operator on the compilation's ad-hoc executor, once called
 
     def __call__(self, *args):
         return self.run(*args)
+
+
+class ProgramStore(Protocol):
+    """Where block programs outlive their process (the compile cache's, ``compile_cache/attach.py``): each under a
+    key that names everything its compilation read, the ops traced included."""
+
+    def key(self, computation: TraceCtx) -> Any | None:
+        """The key of the program compiled from ``computation`` in this compilation; None where it has none."""
+
+    def load(self, key: Any) -> tuple[Callable, list] | None:
+        """The stored program's computation and decisions."""
+
+    def save(self, key: Any, name: str, seconds: float, run: Callable, decisions: list) -> None:
+        """Stores the program ``name``, compiled in ``seconds``, under ``key``."""
 
 
 def program_called(bsym: BoundSymbol) -> BlockProgram | None:
@@ -86,20 +102,32 @@ def compiled(record: Any, inputs: list[Proxy], written: frozenset[int]) -> Block
             prims.python_return(returned)
         return t
 
-    computation = trace_of(inputs, record.bsyms, record.output, f"block_{record.cls.__name__}")
-    prologue = trace_of(inputs, [], (tuple(inputs), ()), "prologue")
-    epilogue = trace_of([], [], None, "epilogue")
-    transform, grad_support = extension_transform(), cd.disable_torch_autograd_support
-    traced = transform.traced_blocks  # the model's: its transform logs them once the model is traced, not here
-    transform.traced_blocks, cd.disable_torch_autograd_support = None, grad_support or not cd.is_grad_enabled
-    try:
-        entry = cd.apply_transforms_and_build_cache_entry(cd, CompileStats(), {}, prologue, computation, epilogue)
-    finally:
-        transform.traced_blocks, cd.disable_torch_autograd_support = traced, grad_support
-    decided = getattr(transform, "decisions", {})
-    decisions = next((decided[t] for t in reversed(entry.computation_traces) if t in decided), [])
-    return BlockProgram(record.cls.__name__, inputs, written, record.bsyms, record.output, record.made,
-                        entry.computation_fn, decisions, time.perf_counter() - start)  # fmt: skip
+    name = f"block_{record.cls.__name__}"
+    computation = trace_of(inputs, record.bsyms, record.output, name)
+    transform = extension_transform()
+    store = transform.block_store
+    key = None if store is None else store.key(computation)
+    loaded = None if key is None else store.load(key)
+    if loaded is None:
+        prologue = trace_of(inputs, [], (tuple(inputs), ()), "prologue")
+        epilogue = trace_of([], [], None, "epilogue")
+        traced, grad_support = transform.traced_blocks, cd.disable_torch_autograd_support
+        # the model's traced blocks: its transform logs them once the model is traced, not here
+        transform.traced_blocks, cd.disable_torch_autograd_support = None, grad_support or not cd.is_grad_enabled
+        try:
+            entry = cd.apply_transforms_and_build_cache_entry(cd, CompileStats(), {}, prologue, computation, epilogue)
+        finally:
+            transform.traced_blocks, cd.disable_torch_autograd_support = traced, grad_support
+        decided = getattr(transform, "decisions", {})
+        run, decisions = entry.computation_fn, next((decided[t] for t in reversed(entry.computation_traces)
+                                                     if t in decided), [])  # fmt: skip
+        if key is not None:
+            described = ", ".join(p.type_string() for p in inputs if isinstance(p, TensorProxy))
+            store.save(key, f"{name}({described})", time.perf_counter() - start, run, decisions)
+    else:
+        run, decisions = loaded
+    return BlockProgram(record.cls.__name__, inputs, written, record.bsyms, record.output, record.made, run,
+                        decisions, time.perf_counter() - start, loaded is not None)  # fmt: skip
 
 
 def call(program: BlockProgram, swap: dict) -> Any:

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import enum
+import hashlib
 import itertools
 import inspect
+import json
 import linecache
 import marshal
 import re
@@ -37,6 +40,11 @@ import thunder
 import torch
 from thunder import CacheEntry
 from thunder.common import transform_for_execution
+from thunder.core import dtypes
+from thunder.core.devices import Device
+from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import TraceCtx
 from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_executor
 
 from thunder_ext.gc_pause import gc_paused
@@ -93,6 +101,11 @@ def programs_of(entry: CacheEntry, compiled: object) -> dict[str, Program | None
         "backward": entry.backward_fn,
     }
     return {role: None if fn is None else _program(inspect.unwrap(fn), compiled) for role, fn in functions.items()}
+
+
+def program_of(fn: Callable, compiled: object) -> Program:
+    """``fn``, a function thunder built from a trace (or one ``rebuilt``), as a ``Program``, or ``NotStorable``."""
+    return _program(inspect.unwrap(fn), compiled)
 
 
 def guard_of(entry: CacheEntry, compiled: object) -> Program | None:
@@ -274,6 +287,50 @@ def imported(reference: str) -> object:
     for part in qualname.split(".") if qualname else ():
         value = getattr(value, part)
     return value
+
+
+def trace_digest(trace: TraceCtx) -> str:
+    """A digest of what ``trace`` computes, for a key: each bound symbol, subsymbols included, by its symbol's
+    module, id and name, its executor and tags, each argument and output (a proxy by its name, kind, metadata and
+    tags, a constant by its exact type and value) and its user's line. ``NotStorable`` where a bound symbol holds what
+    the digest cannot name: a function or an object of its own (``_call_ctx``, ``_object_ctx``), or a constant of
+    another type."""
+    return hashlib.sha256(json.dumps([_bsym(b) for b in trace.bound_symbols]).encode()).hexdigest()
+
+
+def _bsym(bsym: BoundSymbol) -> list:
+    sym = bsym.sym
+    if bsym._call_ctx or bsym._object_ctx:
+        raise NotStorable(f"its op {sym.name} holds objects of its own")
+    module = getattr(sym.module, "__name__", None)
+    line = getattr(bsym.source_positions, "lineno", None)
+    tags = sorted(str(t) for t in bsym.tags or ())
+    executor = None if bsym._executor is None else executor_name(bsym._executor)
+    return [module, _value(sym.id), sym.name, executor, _value(bsym.args), _value(bsym.kwargs), _value(bsym.output),
+            tags, bsym.source_filename, line, [_bsym(s) for s in bsym.subsymbols]]  # fmt: skip
+
+
+def _value(x: object) -> object:
+    """``x`` as JSON that tells apart any two values a trace could take differently."""
+    if isinstance(x, TensorProxy):
+        meta = (x.device, x.dtype, x.shape, x.requires_grad, x.distparallel_type, x.thunder_fsdp_padding_size)
+        return ["tensor", x.name, _value(meta), sorted(str(t) for t in x.tags)]
+    if isinstance(x, NumberProxy):
+        return [type(x).__name__, x.name, _value(x.python_type), _value(x.value)]
+    if isinstance(x, Proxy):
+        raise NotStorable(f"it holds a {type(x).__name__}, which the cache cannot name")
+    if x is None or type(x) in (bool, int, float, complex, str):  # exactly: a subclass may print as another value
+        return [type(x).__name__, repr(x)]  # repr: -0.0 and nan apart, and 1 from 1.0 and True
+    if type(x) in (tuple, list):
+        return [type(x).__name__, [_value(v) for v in x]]
+    if type(x) is dict:
+        return ["dict", [[_value(k), _value(v)] for k, v in x.items()]]
+    if isinstance(x, slice):
+        return ["slice", _value((x.start, x.stop, x.step))]
+    if x is Ellipsis or isinstance(x, (type, enum.Enum, torch.dtype, dtypes.dtype, torch.device, Device,
+                                       torch.memory_format, torch.layout)):  # fmt: skip
+        return [type(x).__qualname__, f"{getattr(x, '__module__', '')}.{x!r}"]
+    raise NotStorable(f"its trace holds a {type(x).__qualname__}, which the cache cannot name")
 
 
 def autocast_now() -> list[bool]:

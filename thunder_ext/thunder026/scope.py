@@ -17,6 +17,7 @@ from thunder.core.transforms import Transform
 from thunder_ext.thunder026.compiled import note_members
 
 if TYPE_CHECKING:
+    from thunder_ext.thunder026.block_programs import ProgramStore
     from thunder_ext.thunder026.block_replay import TracedBlocks
 
 
@@ -25,12 +26,14 @@ class ExtensionTransform(Transform):
 
     ``replay_blocks``: the interpreter traces a repeated block once and replays its other calls
     (``block_replay``), which records the calls of each compilation in ``traced_blocks``. ``block_programs``: a
-    replay calls the record's program (``block_programs``) where ``block_program_writes`` allows it."""
+    replay calls the record's program (``block_programs``) where ``block_program_writes`` allows it, loaded from
+    ``block_store`` (the compile cache's, where it is on) where stored there."""
 
     def __init__(self, *, replay_blocks: bool = True, block_programs: bool = False) -> None:
         self.replay_blocks = replay_blocks
         self.block_programs = block_programs
         self.traced_blocks: TracedBlocks | None = None  # of the compilation being traced, or the last one
+        self.block_store: ProgramStore | None = None
 
     def transform_module(self, model: ThunderModule) -> None:
         note_members(model)  # as thunder makes the module: which of its snapshot's entries are the module's
