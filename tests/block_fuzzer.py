@@ -16,14 +16,16 @@ feature of a program is one of:
   root passes it and reads whole after the layers, one tensor the root passes every layer, the layer's argument; an
   attribute of the layer's or of an object outside the model assigned).
 
-``run_program`` runs the model eagerly and under ``thunder_ext.jit`` four ways (``WAYS``), each on a model of its
-own built alike: replaying blocks (the default), with block programs (saved to a compile cache folder of the
-program's), loaded (the block programs way's entries, from that folder, by a jit of its own), and interpreting every
-layer (``replay_blocks=False``: the fresh compilation that a replay stands for). Two calls (new inputs; the buffers
-as the first left them), then an edit made alike to every model (one layer's value, a shared value, a submodule
-replaced), and a third call. Every output, buffer, plain attribute, input and gradient (where a program runs with
-grad) must equal eager's, and each way's decisions (how, the user's line, bytes) the interpreting way's: the replaying
-way's exactly, the programs ways' as in place or a copy (a program's call is one op of the model's trace, so a fusion
+``run_program`` runs the model eagerly and under ``thunder_ext.jit`` four ways (``WAYS``), each on a model of its own
+built alike: replaying blocks (the default), with block programs (saved to a compile cache folder of the program's),
+loaded (the block programs way's entries, from that folder, by a jit of its own), and interpreting every layer
+(``replay_blocks=False``: the fresh compilation that a replay stands for). Two calls (new inputs; the buffers as the
+first left them), then an edit made alike to every model (one layer's value, a shared value, a submodule replaced), and
+a third call, where the loaded way traces before the block programs way: the folder then holds the block programs of the
+model before the edit, each stored apart under its block's ops, and one loaded for an edited layer would compute what
+the layer did before. Every output, buffer, plain attribute, input and gradient (where a program runs with grad) must
+equal eager's, and each way's decisions (how, the user's line, bytes) the interpreting way's: the replaying way's
+exactly, the programs ways' as in place or a copy (a program's call is one op of the model's trace, so a fusion
 executor's regions end at it, and a write may run in place another way, never as a copy where the interpreting way's
 does not), and the loaded way's the block programs way's exactly. A program that the interpreting way cannot compile
 either is discarded: that is thunder's limit, not replay's.
@@ -457,6 +459,7 @@ class Outcome:
     reasons: Counter = field(default_factory=Counter)  # and why those interpreted were (the first of a kind aside)
     program_calls: int = 0  # the block programs way's calls of programs, in its last trace
     loads: int = 0  # the entries the loaded way loaded
+    program_loads: int = 0  # the block programs the loaded way loaded apart, tracing the edited model
 
     @property
     def wrong(self) -> bool:
@@ -532,7 +535,12 @@ def run_program(program: Program, folder: Path) -> Outcome:
                 outcome.discarded = "eager fails:\n" + traceback.format_exc(limit=-3)
                 return outcome
             decisions = {}
-            for way in [REFERENCE, *(w for w in WAYS if w != REFERENCE)]:
+            # after the edit the loaded way traces first, where the compile cache holds only the block programs of
+            # the layers before it: one of those loaded for an edited layer would compute what the layer did
+            order = [REFERENCE, *(w for w in WAYS if w != REFERENCE)]
+            if c == 2:
+                order.insert(1, order.pop(order.index("loaded")))
+            for way in order:
                 way_x = x.clone()
                 try:
                     if way not in jitted:
@@ -549,17 +557,18 @@ def run_program(program: Program, folder: Path) -> Outcome:
                 outcome.differs += [f"call {c}, {way}: {what}" for what, ours, theirs in compared
                                     if not same(ours, theirs)]  # fmt: skip
                 decisions[way] = _decisions(jitted[way])
-                if way in DECISIONS_AGAINST:
-                    other, compared_as = DECISIONS_AGAINST[way]
-                    if compared_as(decisions[way]) != compared_as(decisions[other]):
-                        outcome.differs.append(f"call {c}, {way}: decisions {dict(decisions[way])} against the "
-                                               f"{other} way's {dict(decisions[other])}")  # fmt: skip
+            for way, (other, compared_as) in DECISIONS_AGAINST.items():
+                if compared_as(decisions[way]) != compared_as(decisions[other]):
+                    outcome.differs.append(f"call {c}, {way}: decisions {dict(decisions[way])} against the "
+                                           f"{other} way's {dict(decisions[other])}")  # fmt: skip
         calls = _traced_blocks(jitted["replayed"]).calls
         outcome.blocks = Counter(call.how for call in calls)
         outcome.reasons = Counter(call.reason for call in calls if call.reason and call.reason != FIRST)
         last = thunder.last_traces(jitted["block programs"])[-1]
         outcome.program_calls = sum(program_called(b) is not None for b in last.bound_symbols)
         outcome.loads = thunder_ext.cache_loads(jitted["loaded"])
+        traced = _traced_blocks(jitted["loaded"])  # None where it traced nothing: every call loaded an entry
+        outcome.program_loads = 0 if traced is None else sum(p.loaded for p in traced.called)
     except Exception:  # noqa: BLE001
         outcome.error = traceback.format_exc(limit=-8)
     finally:
@@ -582,7 +591,8 @@ class Summary(Runs):
             f"{len(self.discarded)} discarded (eager, or the interpreted way, fails on them)",
             f"  the replaying way's block calls: {blocks['replayed']} replayed, {blocks['interpreted']} interpreted; "
             f"the block programs way: {called} calls of programs in {with_calls} programs' last traces; the loaded "
-            f"way: {sum(o.loads for o in self.outcomes)} entries loaded",
+            f"way: {sum(o.loads for o in self.outcomes)} entries loaded, and after the edit "
+            f"{sum(o.program_loads for o in self.outcomes)} block programs",
         ]
         reasons = sum((o.reasons for o in self.outcomes), Counter())
         lines += [f"  interpreted {k}x: {reason}" for reason, k in reasons.most_common(12)]

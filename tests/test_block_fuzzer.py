@@ -23,7 +23,7 @@ import pytest
 
 from block_fuzzer import make_program, run_program, run_programs
 from guard_fuzzer import checked
-from thunder_ext.thunder026 import block_replay, python_guards
+from thunder_ext.thunder026 import block_replay, cache_entries, python_guards
 
 # The programs compile under thunder's defaults: the torch.compile executor's Inductor would take minutes a program
 # (a long run under it: docs/records/fuzz_runs.md); block programs under both sets: tests/test_block_programs.py.
@@ -48,6 +48,7 @@ def test_a_model_of_repeated_layers_computes_what_eager_does_replayed_or_not(tmp
 # generator draws them anew if it changes, and then this test fails until they are found again).
 BROKEN_KEY_RULE = 2
 BROKEN_GUARDS = 148
+BROKEN_PROGRAM_KEY = (1, 0)  # seed, index: seed 0's first 12 programs do not show it
 
 
 def test_the_fuzzer_finds_a_replay_that_ignores_a_value_the_layer_reads(tmp_path, monkeypatch):
@@ -72,3 +73,15 @@ def test_the_fuzzer_finds_a_replayed_layer_whose_values_are_not_guarded(tmp_path
     monkeypatch.setattr(python_guards, "replay", lambda block, checks: True)
     broken = run_program(program, tmp_path / "broken")
     assert broken.wrong and any(d.startswith("call 2, replayed") for d in broken.differs), broken.differs
+
+
+def test_the_fuzzer_finds_a_block_program_loaded_for_a_block_of_another_float_constant(tmp_path, monkeypatch):
+    """The stored block programs' key (``cache_entries.trace_digest``) blind to the float constants of a block's ops:
+    after an edit of a float a layer reads, the loaded way (which traces first) loads the program stored before the
+    edit for the edited layer."""
+    program = make_program(*BROKEN_PROGRAM_KEY)
+    assert not run_program(program, tmp_path / "kept").wrong
+    value = cache_entries._value
+    monkeypatch.setattr(cache_entries, "_value", lambda x: "a float" if type(x) is float else value(x))
+    broken = run_program(program, tmp_path / "broken")
+    assert broken.wrong and any(d.startswith("call 2, loaded: output") for d in broken.differs), broken.differs
