@@ -359,7 +359,10 @@ def _run_path(reached: dict[tuple[Step, ...], WrappedValue], steps: tuple[Step, 
     at = reached[steps[:known]]
     for k in range(known, len(steps)):
         kind, key = steps[k]
-        at = _interpret_call(getattr if kind == "attr" else operator.getitem, at, wrap_const(key))
+        # a plain dict's item (a module's ``_modules``, ``_parameters``, ``_buffers``): the interpreter would run
+        # ``operator.getitem`` and ``__getitem__`` as two Python frames to reach this same lookaside
+        read = getattr if kind == "attr" else dict.__getitem__ if type(unwrap(at)) is dict else operator.getitem
+        at = _interpret_call(read, at, wrap_const(key))
         if at is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
             raise NotReplayable(f"the access path {steps} fails on this module")
         reached[steps[: k + 1]] = at
