@@ -3,7 +3,9 @@
 Models: the demo model (4 layers) and SmolLM2-135M's litgpt config (30 layers, random weights). Runners, each
 twice in a fresh process, cold (its caches empty) then warm (what the cold process left): eager (litgpt's
 ``input_pos_maxp1``), ``thunder_ext.jit`` with the growing cache (the compile cache in a folder of the run's own),
-the same with ``block_programs=True`` (each entry holds the programs it calls), and
+the same with ``block_programs=True`` (each entry holds the programs it calls; on SmolLM2 also a third start, after a
+process of the same config at ``SHALLOWER`` layers filled the cache: the deeper model has no entry of its own, and
+loads the block programs the shallower one stored), and
 ``torch.compile(model, dynamic=True)`` (Inductor's caches, as torch.compile keeps them on disk, in a folder of
 the run's own). A run: litgpt's ``generate`` of a 16-token prompt and 128 new tokens at ``max_seq_length`` 2048.
 
@@ -19,6 +21,7 @@ import re
 import statistics
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +46,8 @@ from thunder_ext.benchmarks.report import Table, Target, ratio
 NEW = 128
 RUNNERS = (EAGER, EXT, EXT_PROGRAMS, DYNAMIC)
 STARTS = ("cold", "warm")
+SHALLOWER = 4  # the depth whose block programs the model loads in its third start
+AFTER_SHALLOWER = f"after {SHALLOWER} layers"
 # the targets: seconds to a warm first token
 WARM_FIRST_TOKEN_S = {"SmolLM2-135M": 5.0, "demo": 2.0}
 
@@ -110,12 +115,18 @@ def measure(config: Config, device: torch.device, quick: bool) -> Result:
     model, layers = config
     new = 16 if quick else NEW
     result = Result()
+    threads = torch.get_num_threads()
     for runner in RUNNERS:
         with tempfile.TemporaryDirectory(prefix="thunder-ext-warm-start-") as caches:
             for start in STARTS:
                 status(f"{runner}: {model} ({layers} layers), {PROMPT} + {new} tokens, {start}, in a fresh process")
-                result.runs[runner, start] = in_fresh_process(_run, model, layers, runner, new,
-                                                              torch.get_num_threads(), caches)  # fmt: skip
+                result.runs[runner, start] = in_fresh_process(_run, model, layers, runner, new, threads, caches)
+    if model != "demo":  # the demo model's depth is fixed
+        with tempfile.TemporaryDirectory(prefix="thunder-ext-warm-start-") as caches:
+            status(f"{EXT_PROGRAMS}: {model} ({layers} layers) {AFTER_SHALLOWER}, in fresh processes")
+            in_fresh_process(_run, model, SHALLOWER, EXT_PROGRAMS, new, threads, caches)
+            result.runs[EXT_PROGRAMS, AFTER_SHALLOWER] = in_fresh_process(_run, model, layers, EXT_PROGRAMS, new,
+                                                                          threads, caches)  # fmt: skip
     return result
 
 
@@ -127,7 +138,8 @@ def report(results: dict[Config, Result]) -> Table:
             f"litgpt's own `generate`, greedy, batch 1, `max_seq_length` {MAX_SEQ_LENGTH}, a {PROMPT}-token prompt "
             f"and {NEW} new tokens; each runner twice, each time in a fresh process: cold (its caches empty), then "
             "warm (the caches the cold process left: thunder_ext's compile cache; Inductor's FX graph and AOTAutograd "
-            "caches, on disk as torch.compile keeps them). First token: from building the model and wrapping it "
+            f"caches, on disk as torch.compile keeps them); with block programs, also {AFTER_SHALLOWER} (a fresh cache "
+            f"that a process of the same config at {SHALLOWER} layers filled). First token: from building the model and wrapping it "
             "(loading the compile cache included) to the first new token. Whole run: the same to the last token. "
             "Imports: thunder, litgpt and the extension (torch is imported before), before either."
         ),
@@ -147,13 +159,17 @@ def report(results: dict[Config, Result]) -> Table:
 
 def _summary(logged: list[str]) -> str:
     """How many compilations the compile cache saved (or could not) and loaded, and the seconds its loads spent
-    checking the model's Python state (the guard's digest): its own log lines."""
-    compiled = sum(m.startswith("thunder_ext: compiled") and "compile cache" in m for m in logged)
-    loaded = sum(m.startswith("thunder_ext: loaded") and " for " not in m for m in logged)
+    checking the model's Python state (the guard's digest); and the block programs it saved and loaded apart: its
+    own log lines."""
+    cached = [m for m in logged if m.startswith("thunder_ext: loaded") or "compile cache" in m]
+    blocks = Counter(m.split()[1] for m in cached if m.split()[2].startswith("block_"))
+    compiled = sum(m.startswith("thunder_ext: compiled") for m in cached) - blocks["compiled"]
+    loaded = sum(m.startswith("thunder_ext: loaded") and " for " not in m for m in cached) - blocks["loaded"]
     checked = sum(float(s) for m in logged for s in re.findall(r"its Python state checked in ([\d.]+) s", m))
-    if not compiled and not loaded:
+    if not compiled and not loaded and not blocks:
         return "-"
-    return f"{compiled} compiled, {loaded} loaded" + (f" (state checked in {checked:.2f} s)" if loaded else "")
+    said = f"{compiled} compiled, {loaded} loaded" + (f" (state checked in {checked:.2f} s)" if loaded else "")
+    return said + (f"; block programs: {blocks['compiled']} compiled, {blocks['loaded']} loaded" if blocks else "")
 
 
 def _targets(results: dict[Config, Result]) -> list[Target]:

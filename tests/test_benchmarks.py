@@ -302,6 +302,11 @@ def test_warm_start_says_how_long_its_loads_checked_the_models_state():
     ]  # fmt: skip
     assert warm_start._summary(logged) == "1 compiled, 2 loaded (state checked in 0.20 s)"
     assert warm_start._summary(logged[:1]) == "1 compiled, 0 loaded"
+    blocks = [
+        "thunder_ext: compiled block_Block(cpu f32[1, 1, 576]) in 0.1 s, saved to the compile cache (0.0 MB)",
+        "thunder_ext: loaded block_Block(cpu f32[1, 16, 576]) from the compile cache in 0.00 s",
+    ]  # fmt: skip
+    assert warm_start._summary(logged[:1] + blocks) == "1 compiled, 0 loaded; block programs: 1 compiled, 1 loaded"
 
 
 @pytest.mark.parametrize(
