@@ -244,3 +244,31 @@ def test_a_deeper_model_loads_the_block_programs_a_shallower_one_stored_and_comp
     with pytest.raises(AssertionError, match="Tensor-likes are not close"):
         run(3, compile_cache=True, norm_eps=1e-3)
     assert "loaded Block once" in " ".join(summaries(caplog))
+
+
+def _first_trace(fn, *args):
+    jitted = thunder.jit(fn)
+    jitted(*args)
+    return thunder.last_traces(jitted)[0]
+
+
+def _scaled(c):
+    return lambda x: x * c  # one line for every constant: the traces differ in the constant only
+
+
+@pytest.mark.executor_sets("defaults")  # reads thunder's first traces: no executor runs a program
+def test_a_block_programs_key_tells_apart_each_constant_and_tensor_metadata_its_ops_take():
+    """``cache_entries.trace_digest``, the traced ops in a stored block program's key: equal for the same ops (NaN
+    too), apart for a constant of another value or type (0.0 and -0.0; 1, 1.0 and True) and for a tensor of another
+    shape, dtype or ``requires_grad``; an op holding a function of its own cannot be keyed."""
+    x = torch.randn(3)
+    constants = [0.0, -0.0, 1, 1.0, True, float("nan")]
+    digests = [cache_entries.trace_digest(_first_trace(_scaled(c), x)) for c in constants]
+    assert len(set(digests)) == len(constants)
+    assert [cache_entries.trace_digest(_first_trace(_scaled(c), x)) for c in constants] == digests
+    others = [torch.randn(4), x.double(), x.clone().requires_grad_()]
+    assert not {cache_entries.trace_digest(_first_trace(_scaled(1.0), t)) for t in others} & set(digests)
+    executor = thunder.extend.OperatorExecutor("digest_test")
+    op = executor.register_operator("digest_test_op", meta=lambda t: thunder.TensorProxy(like=t), fn=lambda t: t * 2)
+    with pytest.raises(cache_entries.NotStorable, match="its op digest_test_op holds objects of its own"):
+        cache_entries.trace_digest(_first_trace(lambda t: op(t), x))

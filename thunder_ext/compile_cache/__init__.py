@@ -4,9 +4,11 @@ What is stored of a compilation is thunder's cache entry as program texts (``thu
 the extension's decisions: no tensor data. When a compiled function is made (``thunder_ext.jit``, the plugin
 ``"inplace"``, ``set_kv_cache``'s growth copy), the entries stored under its key are loaded into thunder's own list,
 where each runs only for a call its prologue accepts (``attach.py``); each compilation after that is saved. A loaded
-entry's traces are compiled afresh where they are looked at (``loaded_traces.py``). The key
-and the code files each entry depends on (``key.py``) hold what no prologue checks; the files on disk follow
-``store.py``'s rules (trusted, atomic, checked, least recently used goes first).
+entry's traces are compiled afresh where they are looked at (``loaded_traces.py``). A block program
+(``block_programs=True``) is also stored apart, keyed by its block's traced ops, for any compilation of the same
+blocks to load (``attach.py``'s ``_BlockStore``). The key and the code files each entry depends on (``key.py``) hold
+what no prologue checks; the files on disk follow ``store.py``'s rules (trusted, atomic, checked, least recently used
+goes first).
 
 On by default (each entry is guarded by every value its trace read, ``thunder026/python_guards.py``, and by the
 Python state its object reaches, ``state.py``); off for one compilation with ``compile_cache=False``, everywhere

@@ -176,6 +176,7 @@ class _Cache:
         if stored is not None:
             self.known.add(stored.path)
 
+
 def _saved(key: str, name: str, seconds: float, payload: dict) -> store.Stored | None:
     """Saves ``payload``, the compilation of ``name`` in ``seconds``, under ``key`` (where the cache verifies, says
     whether the entry stored is this compilation instead); what was stored, with a log line."""
