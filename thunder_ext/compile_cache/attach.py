@@ -72,7 +72,7 @@ def attach(jitted: Callable, requested: bool | None = None) -> None:
     on_each_new_entry(jitted, cache.save)
     transform = _inplace_transform(cd)
     if transform is not None:
-        transform.block_store = _BlockStore(cd.fn, fields)
+        transform.block_store = _BlockStore(fields)
 
 
 def cached(jitted: Callable) -> bool:
@@ -219,10 +219,10 @@ class _BlockStore:
     (``trace_digest``: each op with its arguments' metadata, subsymbols and user's line), the model's compilation
     (its key: versions, executors, transforms, options), grad mode and autocast. Another model of the same blocks (a
     deeper one) traces the same ops, so loads the program instead of compiling it; ops that differ in anything the
-    digest names miss."""
+    digest names miss. A block's program takes its module's tensors as arguments and names no compiled object
+    (``None`` below: one that did would not be storable)."""
 
-    def __init__(self, compiled: object, fields: dict) -> None:
-        self.compiled = weakref.ref(compiled)
+    def __init__(self, fields: dict) -> None:
         self.fields = fields
 
     def key(self, computation) -> tuple[str, dict] | None:
@@ -247,7 +247,7 @@ class _BlockStore:
                 if changed is not None:
                     raise ValueError(f"{changed} changed since it was saved")
                 program = Program.loaded(payload["programs"]["computation"])
-                run = rebuilt(program, self.compiled(), payload["autocast"])
+                run = rebuilt(program, None, payload["autocast"])
                 decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
             except (NotStorable, KeyError, TypeError, ValueError, SyntaxError) as e:
                 log.warning("thunder_ext: compile cache: ignored and removed %s: %s", stored.path, e)
@@ -262,7 +262,7 @@ class _BlockStore:
     def save(self, key: tuple[str, dict], name: str, seconds: float, run: Callable,
              decisions: list[InplaceDecision]) -> None:  # fmt: skip
         try:
-            program = program_of(run, self.compiled())
+            program = program_of(run, None)
             payload = {
                 "key": key[1],
                 "describe": name,
