@@ -130,16 +130,10 @@ class _Cache:
     def _rebuilt(self, stored: store.Stored, cd: object, start: float):
         """The entry ``stored`` holds, its prologue wrapped in ``_FirstUse``; None where its code changed."""
         payload = stored.payload
-        if payload.get("key") != self.fields:  # a file of another compilation, or of another version
-            raise ValueError("it was saved for another compilation (its key differs)")
-        changed = changed_source(payload["depends_on"])
-        if changed is not None:
-            log.info("thunder_ext: compile cache: removed %s: %s changed since it was saved", stored.path, changed)
-            store.remove(stored.path)
+        if not _current(stored, self.fields):
             return None
         programs = {r: None if (p := payload["programs"][r]) is None else Program.loaded(p) for r in ROLES}
-        decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
-        look = Look(self.jitted, payload["describe"], stored.path, decisions)
+        look = Look(self.jitted, payload["describe"], stored.path, _decisions_here(payload))
         autocast = payload["autocast"]
         entry = rebuilt_entry(programs, cd.fn, bool(payload["return_none_instead_of_grads"]), look.lists, autocast)
         guard = None if payload["guard"] is None else rebuilt(Program.loaded(payload["guard"]), cd.fn, autocast)
@@ -175,6 +169,23 @@ class _Cache:
         stored = _saved(self.key, name, seconds, payload)
         if stored is not None:
             self.known.add(stored.path)
+
+
+def _current(stored: store.Stored, fields: dict) -> bool:
+    """Whether ``stored`` holds a compilation of the key ``fields`` from the code this process runs: one whose code
+    changed is removed (False); a file of another key (another compilation, or another version) is damaged
+    (``ValueError``, which the caller logs as it removes the file)."""
+    if stored.payload.get("key") != fields:
+        raise ValueError("it was saved for another compilation (its key differs)")
+    changed = changed_source(stored.payload["depends_on"])
+    if changed is not None:
+        log.info("thunder_ext: compile cache: removed %s: %s changed since it was saved", stored.path, changed)
+        store.remove(stored.path)
+    return changed is None
+
+
+def _decisions_here(payload: dict) -> list[InplaceDecision]:
+    return [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
 
 
 def _saved(key: str, name: str, seconds: float, payload: dict) -> store.Stored | None:
@@ -241,14 +252,10 @@ class _BlockStore:
         for stored in sorted(store.entries(key[0]), key=lambda s: s.last_used, reverse=True):
             start, payload = time.perf_counter(), stored.payload
             try:
-                if payload.get("key") != key[1]:
-                    raise ValueError("it was saved for another compilation (its key differs)")
-                changed = changed_source(payload["depends_on"])
-                if changed is not None:
-                    raise ValueError(f"{changed} changed since it was saved")
-                program = Program.loaded(payload["programs"]["computation"])
-                run = rebuilt(program, None, payload["autocast"])
-                decisions = [_here(InplaceDecision(**d), payload["decision_files"]) for d in payload["decisions"]]
+                if not _current(stored, key[1]):
+                    continue
+                run = rebuilt(Program.loaded(payload["programs"]["computation"]), None, payload["autocast"])
+                decisions = _decisions_here(payload)
             except (NotStorable, KeyError, TypeError, ValueError, SyntaxError) as e:
                 log.warning("thunder_ext: compile cache: ignored and removed %s: %s", stored.path, e)
                 store.remove(stored.path)
