@@ -139,9 +139,9 @@ def report(results: dict[Config, Result]) -> Table:
             f"and {NEW} new tokens; each runner twice, each time in a fresh process: cold (its caches empty), then "
             "warm (the caches the cold process left: thunder_ext's compile cache; Inductor's FX graph and AOTAutograd "
             f"caches, on disk as torch.compile keeps them); with block programs, also {AFTER_SHALLOWER} (a fresh cache "
-            f"that a process of the same config at {SHALLOWER} layers filled). First token: from building the model and wrapping it "
-            "(loading the compile cache included) to the first new token. Whole run: the same to the last token. "
-            "Imports: thunder, litgpt and the extension (torch is imported before), before either."
+            f"that a process of the same config at {SHALLOWER} layers filled). First token: from building the model "
+            "and wrapping it (loading the compile cache included) to the first new token. Whole run: the same to the "
+            "last token. Imports: thunder, litgpt and the extension (torch is imported before), before either."
         ),
         columns=COLUMNS,
     )

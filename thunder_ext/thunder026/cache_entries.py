@@ -100,7 +100,7 @@ def programs_of(entry: CacheEntry, compiled: object) -> dict[str, Program | None
         "epilogue": entry.epilogue_fn,
         "backward": entry.backward_fn,
     }
-    return {role: None if fn is None else _program(inspect.unwrap(fn), compiled) for role, fn in functions.items()}
+    return {role: None if fn is None else program_of(fn, compiled) for role, fn in functions.items()}
 
 
 def program_of(fn: Callable, compiled: object) -> Program:
