@@ -116,6 +116,30 @@ def test_a_call_whose_written_buffer_another_op_reads_gets_the_blocks_ops_back(c
     assert calls_of_programs(run_both(Stack())) == 3
 
 
+class ListArgument(Stack):
+    """``Stack`` called with a list of tensors: the call's containers are checked in the model's prologue only."""
+
+    def forward(self, xs: list) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(xs[0] + xs[1])
+
+
+def test_a_model_called_with_a_list_compiles_its_block_programs_without_the_models_containers():
+    # a block program's pipeline ran the model's check of its call's list and dict arguments, on a prologue of its
+    # own tensors, and failed (KeyError 'args') until the program's compilation was told apart (no_traced_call)
+    torch.manual_seed(0)
+    eager = ListArgument()
+    jitted = thunder_ext.jit(copy.deepcopy(eager), block_programs=True)
+    with torch.no_grad():
+        for step in range(2):
+            xs = [torch.randn(4, 8, generator=torch.Generator().manual_seed(step)) for _ in range(2)]
+            assert_close(jitted(xs), eager(xs))
+        assert calls_of_programs(jitted) == 3
+        misses = thunder.cache_misses(jitted)
+        longer = [*xs, torch.ones(4, 8)]  # the model's own check of its list's length stays: another compilation
+        assert_close(jitted(longer), eager(longer))
+        assert thunder.cache_misses(jitted) == misses + 1
+
+
 def test_a_block_that_writes_its_argument_calls_no_program(caplog, executor_set):
     caplog.set_level(logging.INFO, logger="thunder_ext")
     torch.manual_seed(0)

@@ -46,6 +46,7 @@ from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import TraceCtx, from_trace, get_tracectx, tracectx
 
 from thunder_ext.thunder026.scope import extension_transform
+from thunder_ext.thunder026.traced_call import no_traced_call
 
 
 @dataclass(eq=False)
@@ -115,7 +116,9 @@ def compiled(record: Any, inputs: list[Proxy], written: frozenset[int]) -> Block
         # the model's traced blocks: its transform logs them once the model is traced, not here
         transform.traced_blocks, cd.disable_torch_autograd_support = None, grad_support or not cd.is_grad_enabled
         try:
-            entry = cd.apply_transforms_and_build_cache_entry(cd, CompileStats(), {}, prologue, computation, epilogue)
+            with no_traced_call():
+                entry = cd.apply_transforms_and_build_cache_entry(cd, CompileStats(), {}, prologue, computation,
+                                                                  epilogue)  # fmt: skip
         finally:
             transform.traced_blocks, cd.disable_torch_autograd_support = traced, grad_support
         decided = getattr(transform, "decisions", {})

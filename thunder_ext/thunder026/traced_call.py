@@ -12,6 +12,8 @@ Retired by: thunder checking the length of each sequence and the keys of each di
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -27,6 +29,17 @@ _thunders = thunder.thunder_general_jit
 def traced_containers() -> Containers | None:
     """``containers`` of the arguments of the call the extension's compilation traced last in this context."""
     return _TRACED.get()
+
+
+@contextmanager
+def no_traced_call() -> Iterator[None]:
+    """A compilation nested in another's tracing whose arguments are flat tensors (a block program's): the outer
+    call's containers are not its own, so none are checked."""
+    token = _TRACED.set(None)
+    try:
+        yield
+    finally:
+        _TRACED.reset(token)
 
 
 def _thunder_general_jit(fn: Any, args: tuple, kwargs: dict, /, **options: Any) -> Any:
