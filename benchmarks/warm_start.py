@@ -2,10 +2,10 @@
 
 Models: the demo model (4 layers) and SmolLM2-135M's litgpt config (30 layers, random weights). Runners, each
 twice in a fresh process, cold (its caches empty) then warm (what the cold process left): eager (litgpt's
-``input_pos_maxp1``), ``thunder_ext.jit`` with the growing cache (the compile cache in a folder of the run's own),
-the same with ``block_programs=True`` (each entry holds the programs it calls; on SmolLM2 also a third start, after a
-process of the same config at ``SHALLOWER`` layers filled the cache: the deeper model has no entry of its own, and
-loads the block programs the shallower one stored), and
+``input_pos_maxp1``), ``thunder_ext.jit`` with the growing cache (the compile cache in a folder of the run's own;
+each entry holds the block programs it calls; on SmolLM2 also a third start, after a process of the same config at
+``SHALLOWER`` layers filled the cache: the deeper model has no entry of its own, and loads the block programs the
+shallower one stored), the same with ``block_programs=False`` (each block's ops in the model's entry), and
 ``torch.compile(model, dynamic=True)`` (Inductor's caches, as torch.compile keeps them on disk, in a folder of
 the run's own). A run: litgpt's ``generate`` of a 16-token prompt and 128 new tokens at ``max_seq_length`` 2048.
 
@@ -31,7 +31,7 @@ from thunder_ext.benchmarks.compile_time import (
     DYNAMIC,
     EAGER,
     EXT,
-    EXT_PROGRAMS,
+    EXT_REPLAYED,
     MAX_SEQ_LENGTH,
     PROMPT,
     build,
@@ -44,7 +44,7 @@ from thunder_ext.benchmarks.measure import gc_paused, status
 from thunder_ext.benchmarks.report import Table, Target, ratio
 
 NEW = 128
-RUNNERS = (EAGER, EXT, EXT_PROGRAMS, DYNAMIC)
+RUNNERS = (EAGER, EXT, EXT_REPLAYED, DYNAMIC)
 STARTS = ("cold", "warm")
 SHALLOWER = 4  # the depth whose block programs the model loads in its third start
 AFTER_SHALLOWER = f"after {SHALLOWER} layers"
@@ -123,10 +123,9 @@ def measure(config: Config, device: torch.device, quick: bool) -> Result:
                 result.runs[runner, start] = in_fresh_process(_run, model, layers, runner, new, threads, caches)
     if model != "demo":  # the demo model's depth is fixed
         with tempfile.TemporaryDirectory(prefix="thunder-ext-warm-start-") as caches:
-            status(f"{EXT_PROGRAMS}: {model} ({layers} layers) {AFTER_SHALLOWER}, in fresh processes")
-            in_fresh_process(_run, model, SHALLOWER, EXT_PROGRAMS, new, threads, caches)
-            result.runs[EXT_PROGRAMS, AFTER_SHALLOWER] = in_fresh_process(_run, model, layers, EXT_PROGRAMS, new,
-                                                                          threads, caches)  # fmt: skip
+            status(f"{EXT}: {model} ({layers} layers) {AFTER_SHALLOWER}, in fresh processes")
+            in_fresh_process(_run, model, SHALLOWER, EXT, new, threads, caches)
+            result.runs[EXT, AFTER_SHALLOWER] = in_fresh_process(_run, model, layers, EXT, new, threads, caches)
     return result
 
 
@@ -138,7 +137,7 @@ def report(results: dict[Config, Result]) -> Table:
             f"litgpt's own `generate`, greedy, batch 1, `max_seq_length` {MAX_SEQ_LENGTH}, a {PROMPT}-token prompt "
             f"and {NEW} new tokens; each runner twice, each time in a fresh process: cold (its caches empty), then "
             "warm (the caches the cold process left: thunder_ext's compile cache; Inductor's FX graph and AOTAutograd "
-            f"caches, on disk as torch.compile keeps them); with block programs, also {AFTER_SHALLOWER} (a fresh cache "
+            f"caches, on disk as torch.compile keeps them); under {EXT}, also {AFTER_SHALLOWER} (a fresh cache "
             f"that a process of the same config at {SHALLOWER} layers filled). First token: from building the model "
             "and wrapping it (loading the compile cache included) to the first new token. Whole run: the same to the "
             "last token. Imports: thunder, litgpt and the extension (torch is imported before), before either."

@@ -66,7 +66,7 @@ from thunder_ext.transforms import InplaceTransform
 # the compilations compared with eager; the last one is the fresh compilation the others must equal. The block
 # programs way saves its compilations to the program's cache folder, where the loaded way, called after it, finds them
 WAYS: dict[str, dict] = {
-    "replayed": {},
+    "replayed": {"block_programs": False},
     "block programs": {"block_programs": True, "compile_cache": True},
     "loaded": {"block_programs": True, "compile_cache": True},
     "interpreted": {"replay_blocks": False},

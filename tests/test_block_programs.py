@@ -43,7 +43,7 @@ def test_a_block_program_is_the_inlined_model(caplog, executor_set):
     eager = small_llama(n_layer=n_layer)
     eager.set_kv_cache(batch_size=1, max_seq_length=32)
     programmed = thunder_ext.jit(copy.deepcopy(eager), block_programs=True)
-    replayed = thunder_ext.jit(copy.deepcopy(eager))
+    replayed = thunder_ext.jit(copy.deepcopy(eager), block_programs=False)
     x, pos = torch.randint(0, VOCAB, (1, 5)), torch.arange(5)
     with torch.inference_mode():
         for _ in range(3):  # a prefill, then two decode steps: two compilations each
@@ -114,6 +114,18 @@ def test_a_call_whose_written_buffer_another_op_reads_gets_the_blocks_ops_back(c
     assert all("compiled Layer once" in m and "called 3 times" in m for m in summaries(caplog)), summaries(caplog)
     torch.manual_seed(0)
     assert calls_of_programs(run_both(Stack())) == 3
+
+
+def test_by_default_replays_call_programs_unless_the_torch_compile_executor_is_among_the_executors(executor_set):
+    # Inductor fuses across a block's boundaries, which a program's call would cut (programs_wanted)
+    torch.manual_seed(0)
+    model = Stack()
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        want = copy.deepcopy(model)(x)
+        jitted = thunder_ext.jit(copy.deepcopy(model))
+        assert_close(jitted(x), want)
+    assert calls_of_programs(jitted) == (0 if executor_set == "torch_compile" else 3)
 
 
 class ListArgument(Stack):

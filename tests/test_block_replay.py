@@ -107,7 +107,7 @@ def decode_pair(n_layer: int = 3, **overrides):
     torch.manual_seed(0)
     eager = small_llama(n_layer=n_layer, **overrides)
     eager.set_kv_cache(batch_size=1, max_seq_length=32)
-    replayed = thunder_ext.jit(copy.deepcopy(eager))
+    replayed = thunder_ext.jit(copy.deepcopy(eager), block_programs=False)
     interpreted = thunder_ext.jit(copy.deepcopy(eager), replay_blocks=False)
     return eager, replayed, interpreted
 

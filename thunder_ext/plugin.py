@@ -39,7 +39,7 @@ class Inplace(Plugin):
 
     policy = PluginPolicy.PRE
 
-    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, block_programs: bool = False,
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, block_programs: bool | None = None,
                  compile_cache: bool | None = None) -> None:  # fmt: skip
         self.strict, self.replay_blocks, self.compile_cache = strict, replay_blocks, compile_cache
         self.block_programs = block_programs

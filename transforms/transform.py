@@ -34,7 +34,8 @@ class InplaceTransform(ExtensionTransform):
     replayed block is one call of the block's program, compiled once (``transforms/block_calls.py``).
     """
 
-    def __init__(self, *, strict: bool = False, replay_blocks: bool = True, block_programs: bool = False) -> None:
+    def __init__(self, *, strict: bool = False, replay_blocks: bool = True,
+                 block_programs: bool | None = None) -> None:  # fmt: skip
         adapt_thunder()  # before thunder traces anything for this transform
         super().__init__(replay_blocks=replay_blocks, block_programs=block_programs)
         self.strict = strict

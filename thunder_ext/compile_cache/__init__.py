@@ -5,10 +5,10 @@ the extension's decisions: no tensor data. When a compiled function is made (``t
 ``"inplace"``, ``set_kv_cache``'s growth copy), the entries stored under its key are loaded into thunder's own list,
 where each runs only for a call its prologue accepts (``attach.py``); each compilation after that is saved. A loaded
 entry's traces are compiled afresh where they are looked at (``loaded_traces.py``). A block program
-(``block_programs=True``) is also stored apart, keyed by its block's traced ops, for any compilation of the same
-blocks to load (``attach.py``'s ``_BlockStore``). The key and the code files each entry depends on (``key.py``) hold
-what no prologue checks; the files on disk follow ``store.py``'s rules (trusted, atomic, checked, least recently used
-goes first).
+(``thunder_ext.jit``'s ``block_programs``) is also stored apart, keyed by its block's traced ops, for any
+compilation of the same blocks to load (``attach.py``'s ``_BlockStore``). The key and the code files each entry
+depends on (``key.py``) hold what no prologue checks; the files on disk follow ``store.py``'s rules (trusted,
+atomic, checked, least recently used goes first).
 
 On by default (each entry is guarded by every value its trace read, ``thunder026/python_guards.py``, and by the
 Python state its object reaches, ``state.py``); off for one compilation with ``compile_cache=False``, everywhere

@@ -1,7 +1,8 @@
 """A repeated block as one op (issue 61's block program): a record's bound symbols are compiled once, through the
 model's own pipeline, as a program of its own, and each call of that block is one call of it with its layer's
 tensors instead of the block's ops: each replay, and the recorded call itself where the block has more candidates
-than one (its ops are taken out of the trace for the call). Opt-in (``ExtensionTransform.block_programs``).
+than one (its ops are taken out of the trace for the call). Without grad; by default unless thunder's
+torch.compile executor is among the compilation's (``block_replay.programs_wanted``).
 
 Where a call may stand for the ops is the extension's rule (``transforms/block_calls.py``, which the compilation's
 transform answers through ``ExtensionTransform.block_program_writes``); here is how the program is made and called:

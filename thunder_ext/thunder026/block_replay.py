@@ -65,6 +65,7 @@ from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProx
 from thunder.core.pytree import tree_flatten, tree_map
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
+from thunder.executors.torch_compile import torch_compile_ex
 
 from thunder_ext.thunder026 import block_programs, python_guards
 from thunder_ext.thunder026.replay_keys import (
@@ -397,11 +398,21 @@ def _call_program_instead(record: _Record, trace, start: int) -> None:
         trace.bound_symbols.append(block_programs.call_making(program, record.output))
 
 
+def programs_wanted(asked: bool | None) -> bool:
+    """Whether this compilation's replays call block programs: as ``asked``; by default (None), unless thunder's
+    torch.compile executor is among its executors. Inductor fuses across a block's boundaries, which a program's
+    call cuts: per token 1.17x torch.compile(dynamic)'s with programs against 1.02x without, on SmolLM2-135M's
+    config (docs/benchmarks.md, 2026-12-06); thunder's default executors on a CPU fuse nothing there."""
+    if asked is not None:
+        return asked
+    return not any(ex.name == torch_compile_ex.name for ex in get_compile_data().executors_list)
+
+
 def _program(record: _Record, swap: dict) -> block_programs.BlockProgram | None:
     """The record's block program, compiled at its first call, where this call may call it; else None, the reason
     kept for the log."""
     transform = extension_transform()
-    if not transform.block_programs:
+    if not programs_wanted(transform.block_programs):
         return None
     if record.program is None and record.no_program is None:
         if get_compile_data().is_grad_enabled:

@@ -27,9 +27,10 @@ class ExtensionTransform(Transform):
     ``replay_blocks``: the interpreter traces a repeated block once and replays its other calls
     (``block_replay``), which records the calls of each compilation in ``traced_blocks``. ``block_programs``: a
     replay calls the record's program (``block_programs``) where ``block_program_writes`` allows it, loaded from
-    ``block_store`` (the compile cache's, where it is on) where stored there."""
+    ``block_store`` (the compile cache's, where it is on) where stored there; None: unless thunder's torch.compile
+    executor is among the compilation's (``block_replay.programs_wanted``)."""
 
-    def __init__(self, *, replay_blocks: bool = True, block_programs: bool = False) -> None:
+    def __init__(self, *, replay_blocks: bool = True, block_programs: bool | None = None) -> None:
         self.replay_blocks = replay_blocks
         self.block_programs = block_programs
         self.traced_blocks: TracedBlocks | None = None  # of the compilation being traced, or the last one
