@@ -142,6 +142,8 @@ def run(args: argparse.Namespace) -> None:
 
     import thunder_ext
     from thunder_ext.compile_cache import LoadedTraces
+    from thunder_ext.thunder026.block_programs import program_called
+    from thunder_ext.thunder026.cache_entries import program_of
     from thunder_ext.thunder026.compiled import compiled_module
     from thunder_ext.tools.demo_model import small_model
     from thunder_ext.tools.timing import interleaved_samples
@@ -178,6 +180,11 @@ def run(args: argparse.Namespace) -> None:
         # a write, or an op fused with the write it feeds (buffer reuse's ops are neither)
         if is_copy_to_out(bsym) or any(is_copy_to_out(s) for s in bsym.subsymbols):
             print(str(bsym).splitlines()[0].strip())
+        elif (program := program_called(bsym)) is not None:  # a layer's call of its block's program: its writes
+            print(str(bsym).splitlines()[0].strip())
+            for line in program_of(program.run, None).text.splitlines():
+                if "copy_to_out" in line and not line.lstrip().startswith("#"):  # a write, not a source line
+                    print("    in its program:", line.strip())
     print("\n== How the aliasing checker ran each write (thunder_ext.inplace_decisions(model)) ==")
     for decision in thunder_ext.inplace_decisions(ext):
         print(decision)
