@@ -58,8 +58,8 @@ import torch
 
 import thunder_ext
 from guard_fuzzer import DOMAINS, USES, Runs, import_file, run_each, same
-from thunder_ext.thunder026.block_programs import program_called
-from thunder_ext.thunder026.block_replay import FIRST
+from thunder_ext.regional.programs import program_called
+from thunder_ext.regional.report import FIRST
 from thunder_ext.tools.pytest_plugin import EXECUTOR_SETS, executors_of
 from thunder_ext.transforms import InplaceTransform
 

@@ -23,7 +23,8 @@ import pytest
 
 from block_fuzzer import make_program, run_program, run_programs
 from guard_fuzzer import checked
-from thunder_ext.thunder026 import block_replay, cache_entries, python_guards
+from thunder_ext.regional import replay
+from thunder_ext.thunder026 import cache_entries, python_guards
 
 # The programs compile under thunder's defaults: the torch.compile executor's Inductor would take minutes a program
 # (a long run under it: docs/records/fuzz_runs.md); block programs under both sets: tests/test_block_programs.py.
@@ -52,15 +53,15 @@ BROKEN_PROGRAM_KEY = (1, 0)  # seed, index: seed 0's first 12 programs do not sh
 
 
 def test_the_fuzzer_finds_a_replay_that_ignores_a_value_the_layer_reads(tmp_path, monkeypatch):
-    """Rule 2 of ``replay_keys`` broken: a layer whose read attribute differs replays another layer's record."""
+    """Rule 2 of ``regional/keys.py`` broken: a layer whose read attribute differs replays another layer's record."""
     program = make_program(0, BROKEN_KEY_RULE)
     assert not run_program(program, tmp_path / "kept").wrong
-    mismatch = block_replay._mismatch
+    mismatch = replay._mismatch
 
     def ignoring_attributes(record, module, arguments):
         return mismatch(record, dataclasses.replace(module, values=record.module.values), arguments)
 
-    monkeypatch.setattr(block_replay, "_mismatch", ignoring_attributes)
+    monkeypatch.setattr(replay, "_mismatch", ignoring_attributes)
     broken = run_program(program, tmp_path / "broken")
     assert broken.wrong and any("replayed: output" in d for d in broken.differs), broken.differs
 

@@ -1,4 +1,4 @@
-"""A replayed block as one call of its program (``block_programs=True``: ``thunder_ext/thunder026/block_programs.py``,
+"""A replayed block as one call of its program (``block_programs=True``: ``thunder_ext/regional/programs.py``,
 ``transforms/block_calls.py``).
 
 A model whose replays call a block program must be the same computation as the one whose replays append the block's
@@ -22,7 +22,7 @@ from torch.testing import assert_close
 import thunder_ext
 from helpers import VOCAB, caches, small_llama
 from thunder_ext.thunder026 import cache_entries
-from thunder_ext.thunder026.block_programs import program_called
+from thunder_ext.regional.programs import program_called
 from thunder_ext.transforms import block_calls
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")

@@ -1,8 +1,8 @@
-"""Tracing a repeated block once (``thunder_ext/thunder026/block_replay.py``, ``replay_keys.py``).
+"""Tracing a repeated block once (``thunder_ext/regional/replay.py``, ``keys.py``).
 
 A replayed model must be the same computation as the interpreted one: the same outputs and cache contents, the same
 decisions, the same checks (a replayed layer's numbers and strings checked by the Python guards, not by thunder's
-prologue: ``checked_numbers`` counts both). Each rule of ``replay_keys`` has a case that must be interpreted, and
+prologue: ``checked_numbers`` counts both). Each rule of ``regional/keys.py`` has a case that must be interpreted, and
 the compile log names why. Every comparison is against the same model compiled with ``replay_blocks=False``
 (thunder's interpreter, as before) and against eager.
 """

@@ -38,7 +38,7 @@ def jit(
     ``replay_blocks``: thunder's interpreter traces the first call of each kind of repeated block (an element of a
     ``torch.nn.ModuleList`` of ``fn``: litgpt's ``Block``, an HF decoder layer) and replays the others from it,
     each with its own parameters and buffers, instead of interpreting their Python again; a call that a replay
-    would not trace exactly is interpreted (``thunder_ext/thunder026/block_replay.py``). The compile log says,
+    would not trace exactly is interpreted (``thunder_ext/regional/replay.py``). The compile log says,
     per compilation, how many calls were replayed and why any other was interpreted.
 
     ``block_programs`` (without grad; None, the default: unless thunder's torch.compile executor is among the

@@ -1,4 +1,4 @@
-"""Where one call of a block program (``thunder_ext/thunder026/block_programs.py``) may stand for the block's ops in
+"""Where one call of a block program (``thunder_ext/regional/programs.py``) may stand for the block's ops in
 the model's trace.
 
 Rule: the model's passes see a call as a pure op that reads its arguments and makes new outputs. So a call stands
@@ -25,7 +25,7 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx, TraceProvenance, from_trace, tracectx
 from thunder.core.utils import consumers
 
-from thunder_ext.thunder026.block_programs import inlined, program_called
+from thunder_ext.regional.programs import inlined, program_called
 from thunder_ext.transforms.aliasing import Aliases
 from thunder_ext.transforms.op_kinds import is_copy_to_out, is_thunder_copy, thunder_inplace_write, unpacks_an_argument
 

@@ -12,7 +12,8 @@ from thunder.core.trace import TraceCtx
 from thunder.extend import Executor, FusionExecutor
 
 from thunder_ext.executors import inplace_ex
-from thunder_ext.thunder026 import ExtensionTransform, adapt_thunder
+from thunder_ext.regional import RegionalTransform
+from thunder_ext.thunder026 import adapt_thunder
 from thunder_ext.transforms.block_calls import block_call_decisions, block_program_writes
 from thunder_ext.transforms.pipeline import Hook, Role, stages
 from thunder_ext.transforms.prove_inplace import InplaceDecision
@@ -20,7 +21,7 @@ from thunder_ext.transforms.prove_inplace import InplaceDecision
 log = logging.getLogger("thunder_ext")
 
 
-class InplaceTransform(ExtensionTransform):
+class InplaceTransform(RegionalTransform):
     """Functionalize in-place writes before execution planning; prove them in place after it, then let
     elementwise ops reuse the buffers of arguments that die at them: the stages of ``transforms/pipeline.py``,
     run at their hooks.
@@ -31,7 +32,8 @@ class InplaceTransform(ExtensionTransform):
     ``strict=True`` raises ``UnprovenInplaceError`` for any write that would fall back to a copy.
     ``replay_blocks``: the interpreter traces a repeated block once (``thunder_ext.jit``'s docstring says more);
     what it did in the last compilation is in ``traced_blocks``, and in the compile log. ``block_programs``: a
-    replayed block is one call of the block's program, compiled once (``transforms/block_calls.py``).
+    replayed block is one call of the block's program, compiled once (``thunder_ext/regional/``, where a call may
+    stand for the block's ops: ``transforms/block_calls.py``).
     """
 
     def __init__(self, *, strict: bool = False, replay_blocks: bool = True,

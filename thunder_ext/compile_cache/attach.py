@@ -225,8 +225,8 @@ def _verify(key: str, name: str, payload: dict) -> None:
 
 
 class _BlockStore:
-    """The compile cache's block programs (``thunder026/block_programs.py``): each stored apart from the entries of
-    the models that call it, under a key of everything its compilation read: the block's traced ops
+    """The compile cache's block programs (``thunder_ext/regional/programs.py``): each stored apart from the entries
+    of the models that call it, under a key of everything its compilation read: the block's traced ops
     (``trace_digest``: each op with its arguments' metadata, subsymbols and user's line), the model's compilation
     (its key: versions, executors, transforms, options), grad mode and autocast. Another model of the same blocks (a
     deeper one) traces the same ops, so loads the program instead of compiling it; ops that differ in anything the

@@ -115,7 +115,7 @@ class GrowingLayer(StaticLayer):
         Where the buffers are on the states' device already, HF's check of ``self.device`` is left out: thunder's
         interpreter gives the states its own ``Device``, which never equals a ``torch.device``, so the check assigned
         ``self.device`` at every traced call, and a call that assigns an attribute is not replayed
-        (``thunder_ext/thunder026/block_replay.py``): every decoder layer was interpreted."""
+        (``thunder_ext/regional/replay.py``): every decoder layer was interpreted."""
         if self.keys is None:  # a lazy layer's first write
             self.lazy_initialization(key_states)
         if self.window is None and self.keys.device != key_states.device:

@@ -9,7 +9,9 @@ says what it is for and what change upstream would retire it:
 - ``adapt``: ``adapt_thunder()``, every change to thunder's globals, made once, when the extension's transform is
   first made (``WRITTEN_FOR`` is the one version it accepts);
 - ``scope``: which compilations get the scoped changes (``ExtensionTransform``, ``compiling_with_extension``);
-- ``block_replay`` (with ``replay_keys``): a repeated block traced once, its other calls replayed from the record;
+- ``module_calls``: each module call the interpreter reaches handed to the compilation's transform, and what an
+  interpreted call did; ``trace_programs``: ops compiled as a program of their own and called as one op (both for
+  ``thunder_ext/regional/``, which traces and compiles a repeated block once);
 - ``constraints``: the interpreter's prologue checks kept without a quadratic scan;
 - ``alias_updates``: thunder's ``insert_alias_updates`` for arguments that share storage at other sizes;
 - ``tensor_asserts``: the interpreter's conditional jumps, wrapped to check an ``assert`` on a tensor;

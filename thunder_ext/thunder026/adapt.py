@@ -73,15 +73,15 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   with static shapes, in the extension's compilations only (``thunder_ext/integrations/litgpt_moe.py``, through
   ``thunder026/substitutes.py``; stock ``thunder.jit`` fails on it as before).
 
-**Six change what thunder costs, not what it traces or prints**: the lookaside that traces a repeated block
-once (``block_replay``), which acts in the extension's compilations that ask for it and interprets every call as
-thunder does elsewhere; the interpreter's prologue checks, kept in the same list but found without comparing
-each new one with all before it (``constraints``); each code object's instructions, decoded once, not at
-every call interpreted (``interpreted_code``); a tuple or list unpacked, and a call's tuple of ``*args``, from its
-items' wrappers, not by interpreted iterators and subscripts, in the extension's compilations
-(``sequence_unpacking``); an operator on two plain numbers of one type called directly, not through thunder's
-emulation of Python's choice of method, in the extension's compilations (``plain_arithmetic``); and a bound
-symbol's imports and objects gathered in one pass over its printables, not two (``gathered_contexts``).
+**Six change what thunder costs, not what it traces or prints**: the lookaside that hands each module call to the
+compilation's transform, which traces a repeated block once where asked (``module_calls``, for
+``thunder_ext/regional/``), and interprets every call as thunder does elsewhere; the interpreter's prologue checks,
+kept in the same list but found without comparing each new one with all before it (``constraints``); each code
+object's instructions, decoded once, not at every call interpreted (``interpreted_code``); a tuple or list unpacked,
+and a call's tuple of ``*args``, from its items' wrappers, not by interpreted iterators and subscripts, in the
+extension's compilations (``sequence_unpacking``); an operator on two plain numbers of one type called directly, not
+through thunder's emulation of Python's choice of method, in the extension's compilations (``plain_arithmetic``);
+and a bound symbol's imports and objects gathered in one pass over its printables, not two (``gathered_contexts``).
 """
 
 from __future__ import annotations
@@ -111,10 +111,10 @@ from thunder_ext.inplace_errors import naming_errors
 from thunder_ext.thunder026 import (
     alias_updates,
     attribute_writes,
-    block_replay,
     constraints,
     gathered_contexts,
     interpreted_code,
+    module_calls,
     plain_arithmetic,
     printing,
     python_guards,
@@ -164,7 +164,7 @@ def _adapt_once() -> None:
     _check_tensor_asserts()
     thunder.insert_alias_updates = update_aliases.insert_alias_updates = alias_updates.insert_alias_updates
     attribute_writes.install()  # every attribute a call assigns written back, or refused; before replay wraps it
-    block_replay.install()  # acts in the extension's compilations that ask for it only
+    module_calls.install()  # acts in the extension's compilations only
     rematerialization.install()  # no pinned op recomputed; a region recomputing an op receives none of its outputs
     constraints.install()  # the same prologue checks, found without a quadratic scan
     interpreted_code.install()  # a code object's instructions decoded once; the files of a compilation's code

@@ -48,7 +48,7 @@ from thunder.core.trace import TraceCtx
 from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_executor
 
 from thunder_ext.gc_pause import gc_paused
-from thunder_ext.thunder026.block_programs import BlockProgram
+from thunder_ext.thunder026.trace_programs import CalledProgram
 
 # what thunder's program texts call ``__function_obj``: the function or module being compiled
 COMPILED = "<the compiled function>"
@@ -65,8 +65,8 @@ _AD_HOC = re.compile(r"^__ad_hoc_executor_\d+$")
 class Program:
     """One function of a cache entry: the text thunder executes, the function it defines, and what each other name
     it uses stands for (``module:qualname`` for a function or class, ``module`` for a module, or ``COMPILED``);
-    ``code``: the text compiled (``bytecode``); ``blocks``: each block program it calls (``block_programs``), by that
-    name, as a program of its own."""
+    ``code``: the text compiled (``bytecode``); ``blocks``: each block program it calls
+    (``thunder_ext/regional/programs.py``), by that name, as a program of its own."""
 
     function: str
     text: str
@@ -203,7 +203,7 @@ def _program(fn: types.FunctionType, compiled: object) -> Program:
     for name, value in fn.__globals__.items():
         if name in ("__builtins__", code.co_name) or name not in text:  # a global the program never names
             continue
-        if isinstance(value, BlockProgram):  # a program thunder built too: stored whole, within this one
+        if isinstance(value, CalledProgram):  # a program thunder built too: stored whole, within this one
             blocks[name] = _program(inspect.unwrap(value.run), compiled)
             continue
         names[name] = COMPILED if value is compiled and name == "__function_obj" else _reference(name, value)

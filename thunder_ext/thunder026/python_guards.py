@@ -513,7 +513,7 @@ def relative(root: ProvenanceRecord, since: int, access_path: Callable) -> list[
 
 def replay(block: WrappedValue, checks: list[tuple]) -> bool:
     """The checks of a recorded block made again for ``block``, which replays it: each value as it reads on this
-    block now (the values the record's call read are the record's, ``replay_keys``; others may differ:
+    block now (the values the record's call read are the record's, ``regional/keys.py``; others may differ:
     ``block_idx``), each same object only where it is the same here too. False where the block has no path to check
     them by, or where one does not hold here."""
     reads = _reads()

@@ -17,32 +17,20 @@ from thunder.core.transforms import Transform
 from thunder_ext.thunder026.compiled import note_members
 
 if TYPE_CHECKING:
-    from thunder_ext.thunder026.block_programs import ProgramStore
-    from thunder_ext.thunder026.block_replay import TracedBlocks
+    from thunder_ext.thunder026.module_calls import ModuleCall
 
 
 class ExtensionTransform(Transform):
-    """A thunder ``Transform`` whose compilations get the extension's scoped changes to thunder.
-
-    ``replay_blocks``: the interpreter traces a repeated block once and replays its other calls
-    (``block_replay``), which records the calls of each compilation in ``traced_blocks``. ``block_programs``: a
-    replay calls the record's program (``block_programs``) where ``block_program_writes`` allows it, loaded from
-    ``block_store`` (the compile cache's, where it is on) where stored there; None: unless thunder's torch.compile
-    executor is among the compilation's (``block_replay.programs_wanted``)."""
-
-    def __init__(self, *, replay_blocks: bool = True, block_programs: bool | None = None) -> None:
-        self.replay_blocks = replay_blocks
-        self.block_programs = block_programs
-        self.traced_blocks: TracedBlocks | None = None  # of the compilation being traced, or the last one
-        self.block_store: ProgramStore | None = None
+    """A thunder ``Transform`` whose compilations get the extension's scoped changes to thunder, and trace the
+    module calls the interpreter hands them (``trace_module_call``)."""
 
     def transform_module(self, model: ThunderModule) -> None:
         note_members(model)  # as thunder makes the module: which of its snapshot's entries are the module's
 
-    def block_program_writes(self, bsyms: list, inputs: list, module_tensors: set, output: Any) -> frozenset[int] | str:
-        """The positions among ``inputs`` whose storage a block's ``bsyms`` write, where a call of their program may
-        stand for them in the model's trace; else why not. The rule is the transform's: none here."""
-        return "no rule says where a call may stand for the block's ops"
+    def trace_module_call(self, call: ModuleCall) -> Any:
+        """The traced result of ``call``, a call of a module this compilation's interpreter reached: interpreted as
+        thunder interprets it, here (``thunder_ext.regional.RegionalTransform`` traces repeated blocks once)."""
+        return call.interpret()
 
 
 _FOUND = "_thunder_ext_transform"

@@ -15,7 +15,7 @@ thunder's handler. In the extension's compilations only: stock thunder's keep th
 A call's ``*args`` (``CALL_FUNCTION_EX``: ``block(*args)`` in ``nn.Module.__call__``, once a layer) is unpacked
 by the same rule where it is exactly a ``tuple``: thunder interprets a subscript of each item, which returns that
 item's wrapper. A list goes to thunder's way: a recorded block notes the reads of an existing list's items through
-its ``__getitem__`` (``block_replay``), and a tuple's items cannot change.
+its ``__getitem__`` (``module_calls``), and a tuple's items cannot change.
 
 Retired by: thunder unpacking a list or tuple from its item wrappers.
 """

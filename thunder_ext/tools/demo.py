@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> None:
 
     import thunder_ext
     from thunder_ext.compile_cache import LoadedTraces
-    from thunder_ext.thunder026.block_programs import program_called
+    from thunder_ext.regional.programs import program_called
     from thunder_ext.thunder026.cache_entries import program_of
     from thunder_ext.thunder026.compiled import compiled_module
     from thunder_ext.tools.demo_model import small_model

@@ -2,32 +2,26 @@
 model's own pipeline, as a program of its own, and each call of that block is one call of it with its layer's
 tensors instead of the block's ops: each replay, and the recorded call itself where the block has more candidates
 than one (its ops are taken out of the trace for the call). Without grad; by default unless thunder's
-torch.compile executor is among the compilation's (``block_replay.programs_wanted``).
+torch.compile executor is among the compilation's (``programs_wanted``).
 
 Where a call may stand for the ops is the extension's rule (``transforms/block_calls.py``, which the compilation's
-transform answers through ``ExtensionTransform.block_program_writes``); here is how the program is made and called:
+transform answers through ``RegionalTransform.block_program_writes``); here is how the program is made and called:
 
 - **Made.** Its computation trace takes every proxy the record's bound symbols read and do not make (the block's
-  arguments, its module's tensors, anything shared), each unpacked trivially, and returns the record's output; its
-  prologue returns those arguments, its epilogue nothing. The compile data's ``apply_transforms_and_build_cache_entry``
-  (the pipeline thunder runs on a traced model: alias updates, the transforms, ``dce``, claiming and fusion, code
-  generation) takes them through every stage and executor of the model's compilation, once. Without grad,
-  ``disable_torch_autograd_support`` is set while it runs: parameters that require grad would make it split a
-  joint trace that grad-off tracing never built.
-- **Called.** An operator of the compilation's ad-hoc executor (first in its executor list, so the call is claimed
-  as it is) runs the program's computation; its outputs are fresh proxies, as a replay's would be, or for the
-  recorded call the record's own, which the rest of the trace already reads (``call_making``). Its bound
-  symbol is tagged ``DONT_DCE``: its writes are effects that no output shows.
+  arguments, its module's tensors, anything shared), each unpacked trivially, and returns the record's output; the
+  model's pipeline takes it through every stage and executor of the model's compilation, once
+  (``thunder026/trace_programs.py``).
+- **Called.** An operator of the compilation's ad-hoc executor runs the program's computation; its outputs are
+  fresh proxies, as a replay's would be, or for the recorded call the record's own, which the rest of the trace
+  already reads (``call_making``). Its bound symbol is tagged ``DONT_DCE``: its writes are effects that no output
+  shows.
 - **Inlined.** ``inlined`` gives a call's replayed bound symbols, the record's with that call's tensors, for a pass
   that puts the block's ops back where a call cannot stand for them.
 
 The compile cache stores a program within the entry of each compilation that calls it, as a program text of its own
 (``cache_entries.Program.blocks``); a loaded entry calls the program rebuilt from it. It stores each program apart
-too, keyed by the block's traced ops (``ExtensionTransform.block_store``): a model of another depth has another entry,
-traces the same blocks, and loads their programs instead of compiling them.
-
-Written for thunder 0.2.6: the compile data's pipeline, the ad-hoc executor, ``disable_torch_autograd_support``.
-Retired by: thunder compiling a repeated module once itself.
+too, keyed by the block's traced ops (``RegionalTransform.block_store``): a model of another depth has another
+entry, traces the same blocks, and loads their programs instead of compiling them.
 """
 
 from __future__ import annotations
@@ -37,21 +31,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from thunder.common import CompileStats
-from thunder.core import jit_ext, prims
-from thunder.core.codeutils import SigInfo
 from thunder.core.compile_data import get_compile_data
 from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_flatten, tree_flatten_with_dataclass, tree_map, tree_unflatten
 from thunder.core.symbol import BoundSymbol, Symbol
-from thunder.core.trace import TraceCtx, from_trace, get_tracectx, tracectx
+from thunder.core.trace import TraceCtx
+from thunder.executors.torch_compile import torch_compile_ex
 
+from thunder_ext.thunder026 import trace_programs
 from thunder_ext.thunder026.scope import extension_transform
-from thunder_ext.thunder026.traced_call import no_traced_call
+
+
+def programs_wanted(asked: bool | None) -> bool:
+    """Whether this compilation's replays call block programs: as ``asked``; by default (None), unless thunder's
+    torch.compile executor is among its executors. Inductor fuses across a block's boundaries, which a program's
+    call cuts: per token 1.17x torch.compile(dynamic)'s with programs against 1.02x without, on SmolLM2-135M's
+    config (docs/benchmarks.md, 2026-12-06); thunder's default executors on a CPU fuse nothing there."""
+    if asked is not None:
+        return asked
+    return not any(ex.name == torch_compile_ex.name for ex in get_compile_data().executors_list)
 
 
 @dataclass(eq=False)
-class BlockProgram:
+class BlockProgram(trace_programs.CalledProgram):
     """One record's compiled program, and what a call of it stands for."""
 
     cls: str  # the block's class, as the log names it
@@ -65,9 +67,6 @@ class BlockProgram:
     seconds: float
     loaded: bool = False  # from the compile cache (``ProgramStore``), not compiled here
     operator: Symbol | None = None  # its operator on the compilation's ad-hoc executor, once called
-
-    def __call__(self, *args):
-        return self.run(*args)
 
 
 class ProgramStore(Protocol):
@@ -86,45 +85,28 @@ class ProgramStore(Protocol):
 
 def program_called(bsym: BoundSymbol) -> BlockProgram | None:
     """The block program that ``bsym`` calls, if it is a call of one."""
-    ctx = bsym._call_ctx  # the operator's ``fn``, by its name (``register_operator``)
-    found = next(iter(ctx.values()), None) if ctx else None
+    found = trace_programs.called_program(bsym)
     return found if isinstance(found, BlockProgram) else None
 
 
 def compiled(record: Any, inputs: list[Proxy], written: frozenset[int]) -> BlockProgram:
     """``record``'s bound symbols, which read ``inputs`` and write those at ``written``, compiled once."""
     start = time.perf_counter()
-    cd, model = get_compile_data(), get_tracectx()
-
-    def trace_of(args: list[Proxy], bsyms: list[BoundSymbol], returned: Any, name: str) -> TraceCtx:
-        t = from_trace(model)  # shares the model's names: nothing either makes can collide
-        t.args, t.kwargs, t._siginfo = tuple(args), {}, SigInfo.from_name_and_args(name, list(args))
-        t.bound_symbols = [prims.unpack_trivial.bind(a, name=a.name, output=a) for a in args] + list(bsyms)
-        with tracectx(t):
-            prims.python_return(returned)
-        return t
-
     name = f"block_{record.cls.__name__}"
-    computation = trace_of(inputs, record.bsyms, record.output, name)
+    computation = trace_programs.computation(inputs, record.bsyms, record.output, name)
     transform = extension_transform()
     store = transform.block_store
     key = None if store is None else store.key(computation)
     loaded = None if key is None else store.load(key)
     if loaded is None:
-        prologue = trace_of(inputs, [], (tuple(inputs), ()), "prologue")
-        epilogue = trace_of([], [], None, "epilogue")
-        traced, grad_support = transform.traced_blocks, cd.disable_torch_autograd_support
-        # the model's traced blocks: its transform logs them once the model is traced, not here
-        transform.traced_blocks, cd.disable_torch_autograd_support = None, grad_support or not cd.is_grad_enabled
+        # the model's traced blocks: its transform logs them once the model is traced, not the program's
+        traced, transform.traced_blocks = transform.traced_blocks, None
         try:
-            with no_traced_call():
-                entry = cd.apply_transforms_and_build_cache_entry(cd, CompileStats(), {}, prologue, computation,
-                                                                  epilogue)  # fmt: skip
+            run, traces = trace_programs.through_pipeline(computation)
         finally:
-            transform.traced_blocks, cd.disable_torch_autograd_support = traced, grad_support
+            transform.traced_blocks = traced
         decided = getattr(transform, "decisions", {})
-        run, decisions = entry.computation_fn, next((decided[t] for t in reversed(entry.computation_traces)
-                                                     if t in decided), [])  # fmt: skip
+        decisions = next((decided[t] for t in reversed(traces) if t in decided), [])
         if key is not None:
             described = ", ".join(p.type_string() for p in inputs if isinstance(p, TensorProxy))
             store.save(key, f"{name}({described})", time.perf_counter() - start, run, decisions)
@@ -154,9 +136,7 @@ def _operator(program: BlockProgram):
             return tree_map(lambda x: x.replace(name=None) if isinstance(x, Proxy) and variableify(x) in made else x,
                             program.output)  # fmt: skip
 
-        program.operator = jit_ext.get_jit_ctx().ad_hoc_executor.register_operator(
-            f"block_{program.cls}", meta=meta, fn=program, tags=(prims.OpTags.DONT_DCE,)
-        )
+        program.operator = trace_programs.operator(f"block_{program.cls}", meta, program, dont_dce=True)
     return program.operator
 
 

@@ -1,4 +1,4 @@
-"""What a repeated block's call must share with a recorded one to be replayed from it (``block_replay``).
+"""What a repeated block's call must share with a recorded one to be replayed from it (``replay``).
 
 A call is replayed only where it would trace the same bound symbols as the recorded call, with its own tensors:
 
@@ -13,42 +13,28 @@ A call is replayed only where it would trace the same bound symbols as the recor
 3. **Its arguments have the same tree, tensor metadata, Python values and aliasing.**
 4. **What the recorded call read outside the subtree is unchanged** (attributes of a shared config, globals, items
    of existing containers), as thunder's interpreter sees them now, a tensor by identity; and grad and autocast are
-   as they were. What a C function read unseen is not known: such a record is not replayed (``block_replay``).
+   as they were. What a C function read unseen is not known: such a record is not replayed (``replay``).
 
 How a module's tensors are found again on another module: the provenance of each, a chain of constant attribute
-loads and subscripts from the module (``access_path``), which replay runs again through the interpreter.
-
-Written for thunder 0.2.6's interpreter (``ProvenanceRecord``, ``PseudoInst``). Retired by: thunder tracing a
-repeated module once itself.
+loads and subscripts from the module (``thunder026/module_calls.py``'s ``path_of``), which replay runs again through
+the interpreter.
 """
 
 from __future__ import annotations
 
-import enum
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from thunder.core.interpreter import ProvenanceRecord, PseudoInst
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.pytree import tree_flatten
 
-
-class NotReplayable(Exception):
-    """Why a call, or a record, cannot be replayed: the call is then interpreted."""
-
+from thunder_ext.thunder026.module_calls import NotReplayable, is_plain
 
 # what every nn.Module holds in its __dict__ (hooks, member dicts, training), compared structurally
 _MODULE_KEYS = frozenset(torch.nn.Module().__dict__)
 _HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def is_plain(v: Any) -> bool:
-    """Whether ``v`` is an immutable value, compared by value (anything else is compared by identity)."""
-    if v is None or isinstance(v, (bool, int, float, complex, str, bytes, torch.dtype, torch.device, enum.Enum)):
-        return True
-    return type(v) in (tuple, frozenset) and all(is_plain(x) for x in v)
 
 
 def exactly(v: Any) -> Any:
@@ -133,39 +119,3 @@ def arguments_key(args: tuple, kwargs: dict) -> tuple[tuple, list]:
     first: dict[int, int] = {}
     aliasing = tuple(first.setdefault(id(x), i) for i, x in enumerate(leaves) if isinstance(x, Proxy))
     return (spec, tuple(_leaf_key(x) for x in leaves), aliasing), leaves
-
-
-Step = tuple[str, Any]  # ("attr", name) or ("item", key)
-
-
-def access_path(record: ProvenanceRecord, root: ProvenanceRecord) -> tuple[Step, ...] | None:
-    """The steps from ``root`` to ``record`` where ``record`` is ``root`` followed by constant attribute loads and
-    subscripts; None where it does not come from ``root``. Raises ``NotReplayable`` where it comes from ``root``
-    some other way."""
-    steps, at = [], record
-    while at is not root:
-        if at.inst in (PseudoInst.LOAD_ATTR, PseudoInst.BINARY_SUBSCR) and len(at.inputs) == 2:
-            obj, key = at.inputs
-            if key.inst is not PseudoInst.CONSTANT:
-                if _depends_on(at, root):
-                    raise NotReplayable(f"a {at.inst.name} with a computed key on the module")
-                return None
-            steps.append(("attr" if at.inst is PseudoInst.LOAD_ATTR else "item", key.value))
-            at = obj
-        else:
-            if _depends_on(at, root):
-                raise NotReplayable(f"a value the module gives through {at.inst}")
-            return None
-    return tuple(reversed(steps))
-
-
-def _depends_on(record: ProvenanceRecord, root: ProvenanceRecord) -> bool:
-    seen, todo = set(), [record]
-    while todo:
-        at = todo.pop()
-        if at is root:
-            return True
-        if id(at) not in seen:
-            seen.add(id(at))
-            todo.extend(at.inputs)
-    return False

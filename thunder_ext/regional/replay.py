@@ -1,0 +1,317 @@
+"""Trace a repeated block once: the first call of each kind of block is interpreted and recorded, each later one
+replayed from the record with its own tensors, without interpreting its Python again.
+
+thunder 0.2.6's interpreter runs the Python of every call, so a model of 30 identical blocks (litgpt's ``Block``,
+an HF decoder layer) costs 30 interpretations of the same code, 94% of a compilation. The interpreter hands each
+module call to the compilation's transform (``thunder026/module_calls.py``); ``RegionalTransform`` hands here the
+calls of the elements of the jitted module's ``nn.ModuleList``s:
+
+- **Record.** The first call of a kind is interpreted while the interpreter's detectors watch it. The record keeps
+  the bound symbols the call appended, the access path of each tensor of the module they read (``keys``), the
+  prologue checks the call added on the module's values, what it read outside the module, and whether it did
+  anything a replay would not do again.
+- **Replay.** A later call whose key matches a replayable record (``keys``' rules) gets its own tensors by running
+  their access paths again through the interpreter (so the prologue unpacks and checks them as when interpreted);
+  the prologue's checks of the record's numbers and strings, read on its own module, become Python guards
+  (``python_guards.replay_values``: one check for all, where thunder's prologue makes an unpacking and a check of
+  each); and it gets the recorded bound symbols again, each tensor of the record swapped for this call's, each
+  value the call makes for a fresh one, or one call of the record's block program (``programs``). Source lines
+  are the record's, which are the same lines.
+- **Interpret.** Anything else (no candidate, no matching record, a record that cannot be replayed, at most four
+  records of a class) is interpreted as today. The reason is kept (``report.TracedBlocks``).
+
+A record cannot be replayed where its call had a side effect other than a tensor write (``module_calls.Watch``:
+litgpt's ``KVCache`` converting its buffers, ``self.k = self.k.to(dtype)``, is an attribute assigned on an object
+it did not make), nor where it changed grad or autocast, ran a random op, or passed a collection to an op.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+from thunder.core.compile_data import get_cache_option, get_compile_data
+from thunder.core.options import CACHE_OPTIONS
+from thunder.core.prims import PrimIDs
+from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProxy, variableify
+from thunder.core.pytree import tree_flatten, tree_map
+from thunder.core.symbol import BoundSymbol
+from thunder.core.trace import get_tracectx
+
+from thunder_ext.regional import programs
+from thunder_ext.regional.keys import ModuleKey, arguments_key, global_hooks_present, module_key, snapshot
+from thunder_ext.regional.report import FIRST, BlockCall, TracedBlocks
+from thunder_ext.thunder026.module_calls import ModuleCall, NotReplayable, Step, Watch, Watched, interpretation_state
+
+if TYPE_CHECKING:
+    from thunder_ext.regional.transform import RegionalTransform
+
+MAX_RECORDS_PER_CLASS = 4
+
+
+@dataclass
+class _Record:
+    """What one interpreted call did, to replay it; see the module's docstring."""
+
+    cls: type
+    module: ModuleKey
+    arguments: tuple
+    grad_and_autocast: tuple
+    watch: Watch  # what the call read and did, noted while it was interpreted
+    # once recorded
+    bsyms: list[BoundSymbol] = field(default_factory=list)
+    argument_leaves: list = field(default_factory=list)
+    module_tensors: list[tuple[Any, tuple[Step, ...]]] = field(default_factory=list)  # (Variable, access path)
+    checked_values: list[tuple[Step, ...]] = field(default_factory=list)  # access paths of the prologue's checks
+    python_checks: list = field(default_factory=list)  # and of the Python values ``python_guards`` checks
+    made: list[Proxy] = field(default_factory=list)  # what the call's bound symbols make, subsymbols' too
+    output: Any = None
+    program: programs.BlockProgram | None = None  # compiled at its first call, where asked and allowed
+    no_program: str | None = None  # why not
+
+    @property
+    def not_replayable(self) -> str | None:
+        return self.watch.refused
+
+    def refuse(self, reason: str) -> None:
+        self.watch.refuse(reason)
+
+
+class _Compilation:
+    """The replay state of one interpretation."""
+
+    def __init__(self, transform: RegionalTransform) -> None:
+        self.transform = transform
+        self.traced = transform.traced_blocks = TracedBlocks()
+        # candidates: the elements of the jitted module's ModuleLists, by id, with their names
+        self.candidates: dict[int, str] = {}
+        self.classes: Counter = Counter()  # how many candidates of each class
+        root = get_compile_data().fn
+        if isinstance(root, torch.nn.Module):
+            for name, m in root.named_modules():
+                if isinstance(m, torch.nn.ModuleList):
+                    self.candidates.update((id(c), f"{name}.{i}" if name else str(i)) for i, c in enumerate(m))
+                    self.classes.update(type(c) for c in m)
+        self.records: dict[type, list[_Record]] = {}
+
+
+def trace_module_call(transform: RegionalTransform, call: ModuleCall) -> Any:
+    """A module call in a compilation that replays blocks: a candidate's traced once per kind, any other
+    interpreted."""
+    state = interpretation_state("regional.replay", lambda: _Compilation(transform))
+    module = call.module
+    if id(module) not in state.candidates:
+        return call.interpret()
+    started = time.perf_counter()
+    how, reason, result = _trace_block(state, call)
+    state.traced.calls.append(BlockCall(state.candidates[id(module)], type(module).__name__, how, reason,
+                                        time.perf_counter() - started))  # fmt: skip
+    return result
+
+
+def _trace_block(state: _Compilation, call: ModuleCall) -> tuple[str, str, Any]:
+    """``(how, why, result)`` of a call of a candidate block: replayed from a record that matches it, or interpreted
+    (recorded where a record of its kind may still be made)."""
+    try:
+        if get_cache_option() not in (CACHE_OPTIONS.CONSTANT_VALUES, CACHE_OPTIONS.NO_CACHING):
+            raise NotReplayable("a cache option other than constant values")  # symbolic values: not tried
+        if global_hooks_present():
+            raise NotReplayable("global module hooks")
+        if len(get_tracectx().scopes) != 1:
+            raise NotReplayable("a call inside a nested trace scope")
+        module = module_key(call.module)
+        arguments, leaves = arguments_key(*call.arguments())
+    except NotReplayable as e:
+        return "interpreted", str(e), call.interpret()
+    records = state.records.get(type(call.module), [])
+    why = FIRST
+    for record in records:
+        if record.not_replayable is not None:
+            why = f"the recorded {record.cls.__name__} {record.not_replayable}"
+            continue
+        why = _mismatch(record, module, arguments)
+        if why is None:
+            try:
+                return "replayed", "", _replay(state, record, call, leaves)
+            except NotReplayable as e:  # raised before anything is put in the trace
+                record.refuse(str(e))
+                why = str(e)
+    if records and why == FIRST:
+        why = "no record matches"
+    if len(records) >= MAX_RECORDS_PER_CLASS:
+        return "interpreted", why, call.interpret()
+    reason = FIRST if not records else f"{why}, recorded"
+    return "interpreted", reason, _record(state, call, module, arguments)
+
+
+# ---- replay keys ------------------------------------------------------------------------------------------------
+
+
+def _grad_and_autocast() -> tuple:
+    return getattr(get_compile_data(), "is_grad_enabled", None), torch.is_autocast_enabled()
+
+
+def _mismatch(record: _Record, module: ModuleKey, arguments: tuple) -> str | None:
+    """Why a call of ``module`` with ``arguments`` may not replay ``record``; None where it may."""
+    if record.arguments != arguments:
+        return "arguments of other metadata or values"
+    if record.module.structure != module.structure:
+        return "a module of another structure"
+    if record.grad_and_autocast != _grad_and_autocast():
+        return "another grad or autocast state"
+    watch = record.watch
+    for key, value in module.values.items():
+        if record.module.values.get(key) != value and (key in watch.reads or key[0] in watch.dict_reads):
+            path, attribute = key
+            return f"attribute {path + '.' if path else ''}{attribute} differs and is read"
+    for kind, name, then, now in watch.outside_now():
+        if snapshot(now) != snapshot(then):
+            return f"{kind} {name!r} changed since the recorded call"
+    return None
+
+
+# ---- record -----------------------------------------------------------------------------------------------------
+
+_RANDOM_PRIMS = frozenset(
+    getattr(PrimIDs, n)
+    for n in ("UNIFORM", "UNIFORM_PHILOX", "RANDN", "GET_AND_UPDATE_RNG_STATE", "GET_RNG_STATE", "SET_RNG_STATE")
+    if hasattr(PrimIDs, n)
+)
+
+
+def _with_subsymbols(bsyms: list[BoundSymbol]):
+    for b in bsyms:
+        yield b
+        yield from _with_subsymbols(b.subsymbols)
+
+
+def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
+    """Read what the interpreted call did into ``record``; raises ``NotReplayable`` for what a replay cannot do."""
+    record.bsyms = watched.bsyms
+    _, record.argument_leaves = arguments_key(*call.arguments())
+    arguments = {variableify(x) for x in record.argument_leaves if isinstance(x, Proxy)}
+    made, read = set(), []
+    for b in _with_subsymbols(record.bsyms):
+        if b.sym.id in _RANDOM_PRIMS:
+            raise NotReplayable("runs a random op")
+        for p in b.flat_proxy_args:
+            if isinstance(p, CollectionProxy):
+                raise NotReplayable("passes a collection to an op")
+            read.append(p)
+        for p in b.flat_proxy_outs:
+            if (v := variableify(p)) not in made and v not in arguments:
+                if not isinstance(p, (TensorProxy, NumberProxy)):
+                    raise NotReplayable(f"makes a {type(p).__name__}")
+                made.add(v)
+                record.made.append(p)
+    known: set[tuple[Step, ...]] = set()
+    seen = made | arguments
+    for p in read:  # made here or an argument: the call's own; read from nowhere in the module: shared, kept
+        if (v := variableify(p)) not in seen:
+            seen.add(v)
+            if (steps := call.path_of(p)) is not None:
+                record.module_tensors.append((v, steps))
+                known.add(steps)
+    # the prologue's checks of the module's values (``block_idx == 0``): made again on the replayed module
+    for p in watched.checked:
+        if (steps := call.path_of(p)) is not None and steps not in known:
+            known.add(steps)
+            record.checked_values.append(steps)
+    for x in tree_flatten(watched.output)[0]:
+        if isinstance(x, Proxy) and not isinstance(x, (TensorProxy, NumberProxy)):
+            raise NotReplayable(f"returns a {type(x).__name__}")
+        if isinstance(x, torch.Tensor):
+            raise NotReplayable("returns a tensor thunder did not proxy")
+    record.output = watched.output
+
+
+def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments: tuple) -> Any:
+    """Interpret the call while the detectors watch it; keep the record (replayable or not) for later calls."""
+    record = _Record(type(call.module), module, arguments, _grad_and_autocast(), Watch(module.paths))
+    watched = call.interpret_watched(record.watch)
+    if watched.raised:
+        return watched.result
+    state.records.setdefault(record.cls, []).append(record)
+    if record.grad_and_autocast != _grad_and_autocast():
+        record.refuse("changes grad or autocast")
+    if record.not_replayable is None:
+        try:
+            _finish(record, call, watched)
+            record.python_checks = call.python_checks(watched.python_checks_since)
+        except NotReplayable as e:
+            record.refuse(str(e))
+    if record.not_replayable is None and state.classes[record.cls] > 1:
+        _call_program_instead(state, record, watched.start)
+    return watched.result
+
+
+# ---- replay -----------------------------------------------------------------------------------------------------
+
+
+def _replay(state: _Compilation, record: _Record, call: ModuleCall, leaves: list) -> Any:
+    swap = {variableify(a): b for a, b in zip(record.argument_leaves, leaves) if isinstance(a, Proxy)}
+    for v, steps in record.module_tensors:  # this module's own tensors, unpacked and checked by the prologue
+        if not isinstance(p := call.reach(steps), Proxy):
+            raise NotReplayable(f"the access path {steps} gives no tensor on this module")
+        swap[v] = p
+    if not call.check_again(record.checked_values, record.python_checks):  # and of its own values
+        raise NotReplayable("the block has no access path for the checks of its Python values")
+    if (program := _program(state, record, swap)) is not None:
+        output = programs.call(program, swap)
+    else:
+        get_tracectx().peek_scope().extend(programs.replayed(record.bsyms, record.made, swap))
+        output = tree_map(lambda x: swap.get(variableify(x), x) if isinstance(x, Proxy) else x, record.output)
+    return call.returning(output)
+
+
+def _call_program_instead(state: _Compilation, record: _Record, start: int) -> None:
+    """The recorded call's ops, from ``start`` in the trace, become one call of the record's program, where one may
+    stand for them, so that each layer is one call (the replays' too); the call's outputs are the record's, which
+    the interpreter holds. Asked only where the block has more than one candidate: one call has nothing to share."""
+    if (program := _program(state, record, {})) is not None:
+        trace = get_tracectx()
+        del trace.bound_symbols[start:]
+        trace.bound_symbols.append(programs.call_making(program, record.output))
+
+
+def _program(state: _Compilation, record: _Record, swap: dict) -> programs.BlockProgram | None:
+    """The record's block program, compiled at its first call, where this call may call it; else None, the reason
+    kept for the log."""
+    transform = state.transform
+    if not programs.programs_wanted(transform.block_programs):
+        return None
+    if record.program is None and record.no_program is None:
+        if get_compile_data().is_grad_enabled:
+            record.no_program = "grad is on (a block program's backward is not built)"
+        else:
+            inputs = _read_not_made(record.bsyms)
+            module = {v for v, _ in record.module_tensors}
+            written = transform.block_program_writes(record.bsyms, inputs, module, record.output)
+            if isinstance(written, str):
+                record.no_program = written
+            else:
+                record.program = programs.compiled(record, inputs, written)
+    program, why = record.program, record.no_program
+    if program is not None:
+        args = [variableify(swap.get(variableify(p), p)) for p in program.inputs]
+        if any(args.count(args[i]) > 1 for i in program.written):
+            program, why = None, "a tensor it writes is another of its arguments too"
+    if program is None:
+        state.traced.not_called[why] += 1
+    else:
+        state.traced.called[program] += 1
+    return program
+
+
+def _read_not_made(bsyms: list[BoundSymbol]) -> list[Proxy]:
+    """The proxies ``bsyms`` read before or without making them, each once, in the order first read."""
+    made, read = set(), {}
+    for b in bsyms:
+        for p in b.flat_proxy_args:
+            if (v := variableify(p)) not in made:
+                read.setdefault(v, p)
+        made.update(variableify(p) for p in b.flat_proxy_outs)
+    return list(read.values())
