@@ -58,12 +58,12 @@ class _Record:
 
     cls: type
     module: ModuleKey
-    arguments: tuple
+    arguments: tuple  # the call's ``arguments_key``
+    argument_leaves: list  # and its arguments' leaves
     grad_and_autocast: tuple
     watch: Watch  # what the call read and did, noted while it was interpreted
     # once recorded
     bsyms: list[BoundSymbol] = field(default_factory=list)
-    argument_leaves: list = field(default_factory=list)
     module_tensors: list[tuple[Any, tuple[Step, ...]]] = field(default_factory=list)  # (Variable, access path)
     checked_values: list[tuple[Step, ...]] = field(default_factory=list)  # access paths of the prologue's checks
     python_checks: list = field(default_factory=list)  # and of the Python values ``python_guards`` checks
@@ -144,7 +144,7 @@ def _trace_block(state: _Compilation, call: ModuleCall) -> tuple[str, str, Any]:
     if len(records) >= MAX_RECORDS_PER_CLASS:
         return "interpreted", why, call.interpret()
     reason = FIRST if not records else f"{why}, recorded"
-    return "interpreted", reason, _record(state, call, module, arguments)
+    return "interpreted", reason, _record(state, call, module, arguments, leaves)
 
 
 # ---- replay keys ------------------------------------------------------------------------------------------------
@@ -191,7 +191,6 @@ def _with_subsymbols(bsyms: list[BoundSymbol]):
 def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
     """Read what the interpreted call did into ``record``; raises ``NotReplayable`` for what a replay cannot do."""
     record.bsyms = watched.bsyms
-    _, record.argument_leaves = arguments_key(*call.arguments())
     arguments = {variableify(x) for x in record.argument_leaves if isinstance(x, Proxy)}
     made, read = set(), []
     for b in _with_subsymbols(record.bsyms):
@@ -228,9 +227,9 @@ def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
     record.output = watched.output
 
 
-def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments: tuple) -> Any:
+def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments: tuple, leaves: list) -> Any:
     """Interpret the call while the detectors watch it; keep the record (replayable or not) for later calls."""
-    record = _Record(type(call.module), module, arguments, _grad_and_autocast(), Watch(module.paths))
+    record = _Record(type(call.module), module, arguments, leaves, _grad_and_autocast(), Watch(module.paths))
     watched = call.interpret_watched(record.watch)
     if watched.raised:
         return watched.result
