@@ -5,9 +5,12 @@ twice in a fresh process, cold (its caches empty) then warm (what the cold proce
 ``input_pos_maxp1``), ``thunder_ext.jit`` with the growing cache (the compile cache in a folder of the run's own;
 each entry holds the block programs it calls; on SmolLM2 also a third start, after a process of the same config at
 ``SHALLOWER`` layers filled the cache: the deeper model has no entry of its own, and loads the block programs the
-shallower one stored), the same with ``block_programs=False`` (each block's ops in the model's entry), and
+shallower one stored), the same with ``block_programs=False`` (each block's ops in the model's entry), the same with
+thunder's torch.compile executor (its entries hold the text of each Inductor region, compiled again when loaded), and
 ``torch.compile(model, dynamic=True)`` (Inductor's caches, as torch.compile keeps them on disk, in a folder of
 the run's own). A run: litgpt's ``generate`` of a 16-token prompt and 128 new tokens at ``max_seq_length`` 2048.
+And HF transformers' Llama of SmolLM2-135M's shape: HF's own ``generate`` of one new token through the extension's
+recipe (``HFTransformersRecipe`` with the plugin), and under ``torch.compile(model.forward, dynamic=True)``.
 
 First token: from building the model and what compiles it (after the imports, which every runner pays alike and
 the table gives apart) to the first new token: loading the compile cache is in it. Whole run: the same to the last
@@ -32,19 +35,24 @@ from thunder_ext.benchmarks.compile_time import (
     EAGER,
     EXT,
     EXT_REPLAYED,
+    EXT_TC,
+    HF_RECIPE,
     MAX_SEQ_LENGTH,
     PROMPT,
     build,
+    hf_llama,
     in_fresh_process,
     logged_messages,
     timed_tokens,
     vocabulary,
 )
-from thunder_ext.benchmarks.measure import gc_paused, status
+from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, status
 from thunder_ext.benchmarks.report import Table, Target, ratio
 
 NEW = 128
-RUNNERS = (EAGER, EXT, EXT_REPLAYED, DYNAMIC)
+RUNNERS = (EAGER, EXT, EXT_REPLAYED, EXT_TC, DYNAMIC)
+HF = "HF Llama, SmolLM2-135M's shape"
+HF_RUNNERS = (EAGER, HF_RECIPE, DYNAMIC)
 STARTS = ("cold", "warm")
 SHALLOWER = 4  # the depth whose block programs the model loads in its third start
 AFTER_SHALLOWER = f"after {SHALLOWER} layers"
@@ -57,7 +65,7 @@ COLUMNS = ["model", "runner", "start", "imports s", "first token s", "whole run 
 
 
 def configs(quick: bool) -> list[Config]:
-    return [("demo", 4)] if quick else [("demo", 4), ("SmolLM2-135M", 30)]
+    return [("demo", 4)] if quick else [("demo", 4), ("SmolLM2-135M", 30), (HF, 30)]
 
 
 @dataclass
@@ -86,11 +94,16 @@ class Result:
     runs: dict[tuple[str, str], Run] = field(default_factory=dict)  # (runner, start) -> run
 
 
-def _run(model: str, layers: int, runner: str, new: int, threads: int, cache_dir: str) -> Run:
-    start = time.perf_counter()
-    # before anything imports Inductor or the extension: both read their folders from the environment
+def _caches_in(cache_dir: str) -> None:
+    """Inductor's and the extension's caches in ``cache_dir``: set before anything imports either, as both read
+    their folders from the environment."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(cache_dir) / "inductor")
     os.environ["THUNDER_EXT_CACHE"], os.environ["THUNDER_EXT_CACHE_DIR"] = "1", str(Path(cache_dir) / "thunder_ext")
+
+
+def _run(model: str, layers: int, runner: str, new: int, threads: int, cache_dir: str) -> Run:
+    start = time.perf_counter()
+    _caches_in(cache_dir)
     import litgpt.generate.base  # noqa: F401  (what generate imports, imported before the clock starts)
     import thunder  # noqa: F401
 
@@ -109,6 +122,34 @@ def _run(model: str, layers: int, runner: str, new: int, threads: int, cache_dir
     return Run(imported - start, setup, took, tokens, kept)
 
 
+def _run_hf(layers: int, runner: str, threads: int, cache_dir: str) -> Run:
+    """``_run``'s measurement for HF's Llama and its ``generate``, to the first new token only."""
+    start = time.perf_counter()
+    _caches_in(cache_dir)
+    import thunder
+    import transformers  # noqa: F401
+
+    import thunder_ext
+
+    torch.set_num_threads(threads)
+    logged = logged_messages()
+    imported = time.perf_counter()
+    hf = hf_llama(layers)
+    if runner == HF_RECIPE:
+        hf = thunder.compile(hf, recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")
+    elif runner == DYNAMIC:
+        configure_inductor()
+        hf.forward = torch.compile(hf.forward, dynamic=True)
+    setup = time.perf_counter() - imported
+    ids = torch.randint(0, vocabulary("SmolLM2-135M"), (1, PROMPT), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), gc_paused():
+        began = time.perf_counter()
+        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1, min_new_tokens=1, do_sample=False)
+        first = time.perf_counter() - began
+    kept = [m for m in logged if m.startswith(("thunder_ext: compiled", "thunder_ext: loaded"))]
+    return Run(imported - start, setup, [first], out[0, PROMPT:].tolist(), kept)
+
+
 def measure(config: Config, device: torch.device, quick: bool) -> Result:
     if device.type != "cpu":
         raise ValueError("the warm_start case runs on the CPU")
@@ -116,12 +157,16 @@ def measure(config: Config, device: torch.device, quick: bool) -> Result:
     new = 16 if quick else NEW
     result = Result()
     threads = torch.get_num_threads()
-    for runner in RUNNERS:
+    for runner in HF_RUNNERS if model == HF else RUNNERS:
         with tempfile.TemporaryDirectory(prefix="thunder-ext-warm-start-") as caches:
             for start in STARTS:
+                if model == HF:
+                    status(f"{runner}: {model} ({layers} layers), {PROMPT} + 1 token, {start}, in a fresh process")
+                    result.runs[runner, start] = in_fresh_process(_run_hf, layers, runner, threads, caches)
+                    continue
                 status(f"{runner}: {model} ({layers} layers), {PROMPT} + {new} tokens, {start}, in a fresh process")
                 result.runs[runner, start] = in_fresh_process(_run, model, layers, runner, new, threads, caches)
-    if model != "demo":  # the demo model's depth is fixed
+    if model == "SmolLM2-135M":  # the demo model's depth is fixed; HF's model has no block programs
         with tempfile.TemporaryDirectory(prefix="thunder-ext-warm-start-") as caches:
             status(f"{EXT}: {model} ({layers} layers) {AFTER_SHALLOWER}, in fresh processes")
             in_fresh_process(_run, model, SHALLOWER, EXT, new, threads, caches)
@@ -150,10 +195,15 @@ def report(results: dict[Config, Result]) -> Table:
             same = "-" if eager is None or run is eager else "yes" if run.tokens == eager.tokens else "**no**"
             did = _summary(run.logged)
             table.rows.append([f"{model} ({layers} layers)", runner, start, f"{run.import_s:.1f}",
-                               f"{run.first_token_s:.1f}", f"{run.whole_s:.1f}", f"{run.steady_s * 1e3:.2f}", same,
+                               f"{run.first_token_s:.1f}", f"{run.whole_s:.1f}", per_token(run), same,
                                did])  # fmt: skip
     table.targets = _targets(results)
     return table
+
+
+def per_token(run: Run) -> str:
+    """The steady token's milliseconds, where more than one token was timed."""
+    return f"{run.steady_s * 1e3:.2f}" if len(run.token_s) > 1 else "-"
 
 
 def _summary(logged: list[str]) -> str:

@@ -6,6 +6,7 @@ own (the suite runs with it off).
 """
 
 import copy
+import importlib
 import logging
 import os
 import time
@@ -23,6 +24,7 @@ litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip inst
 from thunder_ext.compile_cache.ahead import CompileAhead
 from thunder_ext.integrations import growing_cache
 from thunder_ext.integrations.growing_cache import BucketedForward
+from thunder_ext.thunder026.cache_entries import NotStorable
 
 # Compiling ahead forks, which it refuses beside other threads: under pytest-xdist each test runs in a fresh
 # process of one thread (tests/conftest.py).
@@ -103,7 +105,6 @@ def ahead_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "ahead" in r.getMessage() or "waited" in r.getMessage()]
 
 
-@pytest.mark.executor_sets("defaults")  # the torch.compile executor's entries are not stored: its own test below
 def test_each_growth_and_new_length_bucket_runs_the_call_compiled_ahead_with_eagers_logits_and_caches(cache_on, caplog):
     eager, jitted = generated_ahead(caplog, 60)  # growths at 16 and 32
     assert_caches_hold_eagers(jitted, eager, 60)
@@ -226,8 +227,13 @@ def test_a_second_process_that_fails_hands_nothing_back_and_each_call_compiles_w
     assert compiled_here(jitted) == 4 and not ahead_of(jitted).handed_back  # chunk, steps at 16, 32 and 64
 
 
-@pytest.mark.executor_sets("torch_compile")
-def test_a_second_process_whose_entries_the_cache_cannot_store_stops_compiling_ahead(cache_on, caplog):
+@pytest.mark.executor_sets("defaults")
+def test_a_second_process_whose_entries_the_cache_cannot_store_stops_compiling_ahead(cache_on, caplog, monkeypatch):
+    def unstorable(entry, compiled):  # as an entry naming an nvFuser region is, in the second process too
+        raise NotStorable("its trace names a region the cache cannot store")
+
+    # the module (``thunder_ext.compile_cache.attach`` is the package's function of that name)
+    monkeypatch.setattr(importlib.import_module("thunder_ext.compile_cache.attach"), "programs_of", unstorable)
     _, jitted = generated_ahead(caplog, 20)
     stopped = [line for line in ahead_lines(caplog) if "saved no entry to the compile cache" in line]
     assert len(stopped) == 1 and not ahead_of(jitted).queue and not ahead_of(jitted).handed_back, ahead_lines(caplog)

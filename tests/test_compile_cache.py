@@ -18,10 +18,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import thunder
 import torch
 
 from thunder_ext.compile_cache import store
 from thunder_ext.compile_cache.loaded_traces import FirstCall, LookError
+from thunder_ext.thunder026 import cache_entries
 from thunder_ext.thunder026.cache_entries import bytecode
 
 # the cache holds entries of the default executors; what the torch.compile executor compiles is tested on its own
@@ -387,11 +389,100 @@ def test_off_means_no_file_is_read_or_written(cold):
 
 
 @pytest.mark.executor_sets("torch_compile")
-def test_what_the_torch_compile_executor_compiled_is_not_stored_and_says_so(project, executor_set):
-    # with no entry on disk, a second process has nothing to load (a second run, 27 s of Inductor, cut for CI time)
+def test_what_the_torch_compile_executor_compiled_loads_in_a_warm_process_and_computes_the_same(project, executor_set):
     cold = run(project, executors="torch_compile")
-    assert entry_files(project) == []
-    assert any("not saved to the compile cache: its trace names TorchCompile" in m for m in cold["logs"])
+    assert len(entry_files(project)) == 1 and not loaded(cold), cold["logs"]
+    warm = run(project, executors="torch_compile")
+    assert (warm["misses"], warm["loads"]) == (1, 1) and loaded(warm), warm["logs"]
+    assert_same_computation(warm, cold)
+    assert all("in a torch.compile region" in d for d in warm["decisions"]), warm["decisions"]
+
+
+def region_under_test(x):
+    return (x * 2).sin() + x.sum()
+
+
+@pytest.mark.executor_sets("torch_compile")
+def test_a_torch_compile_region_is_stored_as_its_text_and_rebuilt_with_torch_compile(executor_set, monkeypatch):
+    """An entry stores each region of thunder's torch.compile executor as the program text thunder gives
+    torch.compile, with ``fullgraph``; a rebuilt entry gives that text to torch.compile again, which Dynamo compiles
+    at its first call (a graph more), and computes what the compiled entry does."""
+    from thunder.executors.torch_compile import torch_compile_ex
+    from torch._dynamo.utils import counters
+
+    from thunder_ext.thunder026.cache_entries import autocast_now, program_of, rebuilt
+
+    jitted = thunder.jit(region_under_test, executors=[torch_compile_ex, *thunder.get_default_executors()])
+    x = torch.randn(3)
+    jitted(x)
+    computation = thunder.compile_stats(jitted).interpreter_cache[0].computation_fn
+    expected = computation(x)
+    program = program_of(computation, region_under_test)
+    ((name, region),) = program.regions.items()
+    assert name == "TorchCompile0" and region.function == "to_be_compiled" and region.fullgraph is True
+    assert "torch.sin" in region.text and name not in program.names
+
+    def graphs_compiled_by_a_rebuilt_call() -> int:
+        before = counters["stats"]["unique_graphs"]
+        torch.testing.assert_close(rebuilt(program, region_under_test, autocast_now())(x), expected)
+        return counters["stats"]["unique_graphs"] - before
+
+    assert graphs_compiled_by_a_rebuilt_call() == 1
+    # broken on purpose: the region rebuilt as its text alone, run by Python: the same values, and no graph compiled
+    monkeypatch.setattr(cache_entries, "_torch_compiled", lambda function, fullgraph: function)
+    assert graphs_compiled_by_a_rebuilt_call() == 0
+
+
+HF_RUNNER = '''
+import json, logging, sys
+import torch, thunder, thunder_ext
+from transformers import LlamaConfig, LlamaForCausalLM
+
+logs = []
+handler = logging.Handler()
+handler.emit = lambda record: logs.append(record.getMessage())
+logging.getLogger("thunder_ext").addHandler(handler)
+logging.getLogger("thunder_ext").setLevel(logging.INFO)
+torch.manual_seed(0)
+config = LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                     num_key_value_heads=1, max_position_embeddings=64)
+model = thunder.compile(LlamaForCausalLM(config).eval(), recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")
+tokens = model.generate(torch.arange(1, 6)[None], max_new_tokens=3, do_sample=False)
+print(json.dumps({"tokens": tokens.tolist(), "logs": logs}))
+'''
+
+
+def test_hf_transformers_recipe_compilations_load_in_a_warm_process_and_generate_the_same_tokens(project):
+    """Under the extension's HF recipe (thunder's torch.compile executor, HF's model outputs, whose dataclass methods
+    Python generates, and a ``GenerationConfig`` that keeps a hash Python seeds per process), a warm process loads the
+    prefill and the decode step a cold one compiled, and generates the same tokens."""
+    pytest.importorskip("transformers")
+    (project / "hf_runner.py").write_text(HF_RUNNER)
+    cold = run(project, "hf_runner.py")
+    saved = [m for m in cold["logs"] if m.startswith("thunder_ext: compiled LlamaForCausalLM.forward(")]
+    assert len(saved) == 2 and all("saved to the compile cache" in m for m in saved), cold["logs"]
+    warm = run(project, "hf_runner.py")
+    assert warm["tokens"] == cold["tokens"]
+    assert sum(m.startswith("thunder_ext: loaded LlamaForCausalLM.forward(") for m in warm["logs"]) == 2, warm["logs"]
+    assert not any(m.startswith("thunder_ext: compiled LlamaForCausalLM") for m in warm["logs"]), warm["logs"]
+
+
+def test_an_attribute_python_seeds_per_process_is_left_out_of_the_state_not_a_changed_one(monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    from thunder_ext.compile_cache.state import state_digest
+    from thunder_ext.hooks import HOOKS
+
+    config = transformers.GenerationConfig.from_model_config(transformers.LlamaConfig())  # keeps hash(), as a model's
+    config.max_new_tokens = 4
+    before = state_digest(config)
+    config._original_object_hash += 1  # as another process's hash seed gives it
+    assert state_digest(config) == before
+    config.max_new_tokens = 5
+    assert state_digest(config) != before
+    # broken on purpose: without the HF integration's hook, the seeded hash is part of the state
+    monkeypatch.setattr(HOOKS, "state_seeded", [])
+    config.max_new_tokens = 4
+    assert state_digest(config) != before
 
 
 GROWING = '''

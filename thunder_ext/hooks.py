@@ -38,6 +38,10 @@ class Hooks:
     after_thunderfx: list[Callable[[Callable], None]] = field(default_factory=list)
     # the ``thunder.compile`` plugin's lookasides: each returns those it adds
     plugin_lookasides: list[Callable[[], list[Lookaside]]] = field(default_factory=list)
+    # the compile cache's state digest (``compile_cache/state.py``): ``obj -> names`` of attributes of ``obj`` it leaves
+    # out, each seeded per process (a ``hash()`` of a string), which would make equal objects' digests differ in every
+    # process; a traced read of one is still checked (``thunder026/python_guards.py``)
+    state_seeded: list[Callable[[object], tuple[str, ...]]] = field(default_factory=list)
 
 
 HOOKS = Hooks()

@@ -13,8 +13,8 @@ compiles, so an entry runs only for a call it was compiled for. The rules, each 
    bounded** by the caller's limit: a child still running then is killed, its call compiles here, and nothing more
    is compiled ahead (a child that outlives any compilation's time is stuck, and the next one would be too).
 3. **A child that fails hands nothing back**: the log says so, and its target compiles when its call comes. A
-   child that compiled but handed nothing back (the cache stores no entry of a torch.compile executor's regions)
-   stops the compiling ahead: the others would hand back nothing either.
+   child that compiled but handed nothing back (the cache stores no entry naming an nvFuser region) stops the
+   compiling ahead: the others would hand back nothing either.
 4. **Only where forking is sound**: Linux, no other Python thread, no CUDA context in this process (a forked child cannot use one), and
    the compile cache on for every function the child compiles (the entries come back through it).
 5. **The child is quiet**: its stdout and stderr go to ``/dev/null`` and its logging is off, it runs torch on one
@@ -168,8 +168,8 @@ class CompileAhead:
         loaded = sum(load_new(f) for f in self._compiled)
         if loaded == 0:
             log.info("thunder_ext: compiled %s ahead in a second process, which saved no entry to the compile cache "
-                     "(it stores no region that thunder's torch.compile executor or nvFuser compiled): no more is "
-                     "compiled ahead", self._described(child.target))  # fmt: skip
+                     "(one naming an nvFuser region, say, is not stored): no more is compiled ahead",
+                     self._described(child.target))  # fmt: skip
             self.close()
             return
         self.handed_back.append(child.target)

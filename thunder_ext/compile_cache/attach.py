@@ -301,8 +301,8 @@ def _comparable(payload: dict) -> dict:
         if p is None:
             return None
         text = "\n".join(line for line in named(p["text"]).splitlines() if not line.lstrip().startswith("#"))
-        blocks = {name: program(b) for name, b in p["blocks"].items()}
-        return {**p, "text": text, "code": runs_its_text(Program.loaded(p)), "blocks": blocks}
+        called = {kind: {name: program(c) for name, c in p[kind].items()} for kind in ("blocks", "regions")}
+        return {**p, "text": text, "code": runs_its_text(Program.loaded(p)), **called}
 
     programs = {role: program(p) for role, p in payload["programs"].items()}
     decisions = [{**d, "source": named(d["source"] or "")} for d in payload["decisions"]]

@@ -28,6 +28,7 @@ options be reused.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.metadata
@@ -79,7 +80,7 @@ def depends_on(key: dict, traced_files: set[str], programs: dict[str, Program | 
     """The digest of each other source the entry's trace came from than ``key``'s code: ``traced_files`` (those of
     its ops' lines) and those of the functions its programs call."""
     files = set(traced_files)
-    for program in (b for p in programs.values() if p is not None for b in p.with_blocks()):
+    for program in (b for p in programs.values() if p is not None for b in p.with_called()):
         for reference in program.names.values():
             if reference not in (COMPILED, NONE) and ":" in reference:
                 files |= set(_files_of(imported(reference)))
@@ -216,11 +217,45 @@ def _files_of(obj: object) -> list[str]:
         module = sys.modules.get(obj.__module__)
         files = [module.__file__] if getattr(module, "__file__", None) else []
         # a method's own file: a class's methods may be assigned from elsewhere, or generated
-        return files + [f for member in vars(obj).values() for f in _files_of(getattr(member, "__func__", member))]
+        return files + [f for name, member in vars(obj).items() if not _made_by_dataclass(obj, name)
+                        for f in _files_of(getattr(member, "__func__", member))]  # fmt: skip
     if isinstance(obj, types.MethodType):
         obj = obj.__func__
     obj = inspect.unwrap(obj) if isinstance(obj, types.FunctionType) else obj
-    return [obj.__code__.co_filename] if isinstance(obj, types.FunctionType) else []
+    if not isinstance(obj, types.FunctionType):
+        return []
+    owner = _owner(obj)
+    if owner is not None and _made_by_dataclass(owner, obj.__name__):
+        return _files_of(owner)
+    return [obj.__code__.co_filename]
+
+
+# the methods ``dataclasses`` makes from a class's fields and options, in the class's own file (and Python's version)
+_DATACLASS_METHODS = frozenset({"__init__", "__repr__", "__eq__", "__lt__", "__le__", "__gt__", "__ge__", "__hash__",
+                                "__setattr__", "__delattr__", "__getstate__", "__setstate__"})  # fmt: skip
+
+
+def _made_by_dataclass(cls: type, name: str) -> bool:
+    """Whether ``cls.name`` is a method ``dataclasses`` generated (its code in ``<string>``): HF's model outputs are
+    dataclasses, whose ``__init__`` a program calls."""
+    if not dataclasses.is_dataclass(cls) or name not in _DATACLASS_METHODS:
+        return False
+    return getattr(getattr(_member(cls, name), "__code__", None), "co_filename", None) == "<string>"
+
+
+def _owner(fn: types.FunctionType) -> type | None:
+    """The class whose member ``fn`` is, found by its module and qualified name; None if none."""
+    at: object = sys.modules.get(fn.__module__)
+    *path, name = fn.__qualname__.split(".")
+    for part in path:
+        at = getattr(at, part, None)
+    return at if isinstance(at, type) and _member(at, name) is fn else None
+
+
+def _member(cls: type, name: str) -> object:
+    """``cls``'s own member ``name``, a function unwrapped (``dataclasses`` wraps its ``__repr__``)."""
+    member = vars(cls).get(name)
+    return inspect.unwrap(member) if isinstance(member, types.FunctionType) else member
 
 
 @functools.cache

@@ -17,6 +17,9 @@ Rule: an entry is saved with the digest of everything reachable from what was co
 - a function: its code (bytecode, constants, names; not its file or lines), its closure's cells, its defaults, and
   each global its code names (every global, where it calls ``globals()`` or ``vars()``); a bound method: its object
   and its function; ``functools.partial``: its function, arguments and keywords;
+- an object's attribute that an integration says Python seeds per process (``HOOKS.state_seeded``: HF's
+  ``GenerationConfig._original_object_hash``, a ``hash()`` of its text): left out, or no process would load an
+  entry another saved; a traced read of it is a Python guard's to check;
 - a tensor: that it is one (and a ``Parameter`` or not); its metadata is the prologue's to check, so a cache that
   grows does not change the digest;
 - by name alone, what the key or the versions pin: a module, class or function of a file of an installed package
@@ -43,6 +46,7 @@ from collections.abc import Iterator
 
 import torch
 
+from thunder_ext.hooks import HOOKS
 from thunder_ext.libraries import in_library
 from thunder_ext.thunder026.cache_entries import NotStorable
 
@@ -147,6 +151,9 @@ class _State:
                     values[slot] = getattr(obj, slot, "<unset slot>")
             if isinstance(obj, torch.nn.Module):
                 values = _hooks_by_order(values)
+            for seeded in HOOKS.state_seeded:
+                for name in seeded(obj):
+                    values.pop(name, None)
             yield from self._parts(values, where)
         else:
             raise NotStorable(f"{where} is a {type(obj).__qualname__}, whose state the cache cannot name")

@@ -58,6 +58,11 @@ def _dynamic_cache_lookasides() -> list[Lookaside]:
     return [] if hf is None else [hf.dynamic_cache_lookaside()]
 
 
+def _seeded_in_hf(obj: object) -> tuple[str, ...]:
+    hf = _hf_transformers()
+    return () if hf is None else hf.seeded_per_process(obj)
+
+
 HOOKS.adaptations.append(lambda: divert(tensor_scatter_, tensor_scatter_symbol))
 HOOKS.adaptations_once_imported.append(("litgpt.model", litgpt_moe.substitute_in))
 HOOKS.adaptations_once_imported += [(module, hf_moe.substitute_in) for module in hf_moe.BLOCKS]
@@ -65,3 +70,4 @@ HOOKS.jit_replacements.append(_optimizer_step)
 HOOKS.after_jit.append(_warn_that_generate_runs_uncompiled)
 HOOKS.after_thunderfx.append(_use_growing_cache_by_default)
 HOOKS.plugin_lookasides.append(_dynamic_cache_lookasides)
+HOOKS.state_seeded.append(_seeded_in_hf)

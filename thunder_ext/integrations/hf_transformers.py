@@ -365,6 +365,12 @@ def dynamic_cache_lookaside() -> Lookaside:
     return Lookaside(fn=DynamicLayer.update, replace_with=refuse_dynamic_cache)
 
 
+def seeded_per_process(obj: object) -> tuple[str, ...]:
+    """What of ``obj`` Python seeds per process: a ``GenerationConfig`` keeps ``hash()`` of its JSON text when made
+    (``_original_object_hash``, for ``generate`` to tell whether it was changed), a string's hash."""
+    return ("_original_object_hash",) if isinstance(obj, GenerationConfig) else ()
+
+
 def warn_that_generate_runs_uncompiled(model: object, jitted: torch.nn.Module) -> None:
     """``thunder_ext.jit(model).generate(...)``, for an HF model, warns once that it runs ``model`` uncompiled:
     HF's ``generate`` calls the model it is bound to, and thunder's interpreter cannot trace an HF forward

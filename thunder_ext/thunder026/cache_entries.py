@@ -5,16 +5,21 @@ thunder keeps what one compilation made in a ``CacheEntry`` of Python functions,
 kept in ``linecache`` under the function's file name). thunder 0.2.6 cannot store an entry. Here an entry is read
 back from exactly what thunder executes: each function's text and the globals it was executed in. Where every
 global is something a later process can import again (a module, a function or class by module and qualified name,
-an executor's operator by the two names; a block program, by its own program text) the entry is stored as
-``Program``s, each with its bytecode, which a later process executes as thunder executes the text (compiling the
-text again took most of a warm start); an entry whose programs name anything else (a compiled fusion region, a tensor
-constant, a closure) cannot be stored, and ``programs_of`` says why.
+an executor's operator by the two names; a block program, by its own program text; a region of thunder's
+torch.compile executor, by the program text it compiles) the entry is stored as ``Program``s, each with its
+bytecode, which a later process executes as thunder executes the text (compiling the text again took most of a warm
+start); an entry whose programs name anything else (an nvFuser region, a tensor constant, a closure) cannot be
+stored, and ``programs_of`` says why. A torch.compile region is rebuilt as thunder's ``make_compiled`` builds it, its
+text given to ``torch.compile`` again: Dynamo traces it at its first call, and Inductor finds its kernels in its own
+cache where this machine compiled them before.
 
 Read or set here: ``CacheEntry``; ``CompileStats.interpreter_cache``, the list thunder's jit searches for an entry
 whose prologue accepts the call (newest first) and appends each compilation's entry to; the prologue that thunder
 wraps in a timer (a closure); the implementation an ``OperatorExecutor`` keeps for each operator (in a closure too);
 how ``build_callable`` executes a text; ``CompileData._get_computation_and_inputs``, which compiles a call without
-running it; that the torch executor's ``no_autocast`` decorator keeps the autocast state of when a program was built.
+running it; that the torch executor's ``no_autocast`` decorator keeps the autocast state of when a program was built;
+how ``make_compiled`` wraps a torch.compile region (a closure of torch.compile's function of the region's text, whose
+Dynamo context holds ``fullgraph``).
 
 Retired by: a thunder that serializes its compiled entries, or a persistent cache of its own.
 """
@@ -34,7 +39,7 @@ import re
 import types
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import thunder
 import torch
@@ -45,7 +50,10 @@ from thunder.core.devices import Device
 from thunder.core.proxies import NumberProxy, Proxy, TensorProxy
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
+from thunder.executors.torch_compile import TorchCompileExecutor
+from thunder.executors.torchex import no_autocast
 from thunder.extend import Executor, OperatorExecutor, get_all_executors, get_executor
+from torch._dynamo.eval_frame import OptimizeContext
 
 from thunder_ext.gc_pause import gc_paused
 from thunder_ext.thunder026.trace_programs import CalledProgram
@@ -66,25 +74,30 @@ class Program:
     """One function of a cache entry: the text thunder executes, the function it defines, and what each other name
     it uses stands for (``module:qualname`` for a function or class, ``module`` for a module, or ``COMPILED``);
     ``code``: the text compiled (``bytecode``); ``blocks``: each block program it calls
-    (``thunder_ext/regional/programs.py``), by that name, as a program of its own."""
+    (``thunder_ext/regional/programs.py``), by that name, as a program of its own; ``regions``: each region of
+    thunder's torch.compile executor it calls, by that name, as the program ``torch.compile`` compiles, and
+    ``fullgraph``: for such a region's program, torch.compile's option (None for any other program)."""
 
     function: str
     text: str
     names: dict[str, str]
     code: str
     blocks: dict[str, Program] = field(default_factory=dict)
+    regions: dict[str, Program] = field(default_factory=dict)
+    fullgraph: bool | None = None
 
     @classmethod
     def loaded(cls, fields: dict) -> Program:
         """The program ``dataclasses.asdict`` gave ``fields``."""
-        blocks = {name: cls.loaded(block) for name, block in fields.get("blocks", {}).items()}
-        return cls(fields["function"], fields["text"], fields["names"], fields["code"], blocks)
+        blocks, regions = ({name: cls.loaded(p) for name, p in fields[kind].items()} for kind in ("blocks", "regions"))
+        return cls(fields["function"], fields["text"], fields["names"], fields["code"], blocks, regions,
+                   fields["fullgraph"])  # fmt: skip
 
-    def with_blocks(self) -> Iterator[Program]:
-        """This program, and the block programs it calls."""
+    def with_called(self) -> Iterator[Program]:
+        """This program, and the programs it calls (its blocks' and regions'), theirs too."""
         yield self
-        for block in self.blocks.values():
-            yield from block.with_blocks()
+        for called in (*self.blocks.values(), *self.regions.values()):
+            yield from called.with_called()
 
 
 class NotStorable(Exception):
@@ -199,19 +212,49 @@ def _program(fn: types.FunctionType, compiled: object) -> Program:
         raise NotStorable(f"its function {code.co_name} is not a program thunder built from a trace")
     # the header comment says how long thunder's pass took: without it, one compilation is one text in any process
     text = _TOOK.sub("", "".join(lines[2]))
-    names, blocks = {}, {}
+    names, blocks, regions = {}, {}, {}
     for name, value in fn.__globals__.items():
         if name in ("__builtins__", code.co_name) or name not in text:  # a global the program never names
             continue
         if isinstance(value, CalledProgram):  # a program thunder built too: stored whole, within this one
             blocks[name] = _program(inspect.unwrap(value.run), compiled)
-            continue
-        names[name] = COMPILED if value is compiled and name == "__function_obj" else _reference(name, value)
+        elif (region := _torch_compile_region(value)) is not None:  # torch.compile's text, thunder's too
+            compiles, fullgraph = region
+            regions[name] = replace(_program(compiles, compiled), fullgraph=fullgraph)
+        else:
+            names[name] = COMPILED if value is compiled and name == "__function_obj" else _reference(name, value)
     # the ad-hoc executor names a block's operator with its own id: named by order instead, one text in any process
     for k, name in enumerate(sorted(blocks, key=text.index)):
         stable = f"{name.rsplit('_', 2)[0]}_{k}"
         text, blocks[stable] = re.sub(rf"\b{re.escape(name)}\b", stable, text), blocks.pop(name)
-    return Program(code.co_name, text, names, bytecode(text), blocks)
+    return Program(code.co_name, text, names, bytecode(text), blocks, regions)
+
+
+def _torch_compile_region(value: object) -> tuple[types.FunctionType, bool] | None:
+    """Where ``value`` is a region of thunder's torch.compile executor (``make_compiled``'s ``compiled_func_wrapper``,
+    which calls ``torch.no_grad()(no_autocast(torch.compile(text's function, mode=..., fullgraph=...)))``): the
+    function of the region's text, and ``fullgraph``; else None. ``NotStorable`` where a ``TorchCompileExecutor`` has
+    a ``mode`` (the region does not keep which executor made it): a rebuild gives torch.compile no mode."""
+    if getattr(value, "__qualname__", None) != "make_compiled.<locals>.compiled_func_wrapper":
+        return None
+    if getattr(value, "__module__", None) != "thunder.executors.torch_compile" or len(value.__closure__ or ()) != 1:
+        return None
+    if any(isinstance(e, TorchCompileExecutor) and e.mode is not None for e in get_all_executors()):
+        raise NotStorable("a torch.compile executor has a mode, which a rebuilt region would not be given")
+    at, fullgraph = value.__closure__[0].cell_contents, None
+    while hasattr(at, "__wrapped__"):  # no_grad's, no_autocast's and torch.compile's wrappers, to the text's function
+        for cell in at.__closure__ or ():
+            if isinstance(cell.cell_contents, OptimizeContext):
+                fullgraph = cell.cell_contents.fullgraph
+        at = at.__wrapped__
+    if not isinstance(at, types.FunctionType) or not isinstance(fullgraph, bool):
+        raise NotStorable("a torch.compile region is not built as thunder 0.2.6 builds one")
+    return at, fullgraph
+
+
+def _torch_compiled(function: Callable, fullgraph: bool) -> Callable:
+    """The region of ``function`` as ``make_compiled`` builds it (torch 2.3 on: its wrapper calls this alone)."""
+    return torch.no_grad()(no_autocast(torch.compile(function, fullgraph=fullgraph)))
 
 
 def bytecode(text: str) -> str:
@@ -247,6 +290,8 @@ def _reference(name: str, value: object) -> str:
         if executor_name(executor) == executor.name and _implementation(executor, name) is value:
             return f"{_EXECUTOR}{executor.name}:{name}"
     module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", None)
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):  # torch's constants: ``torch.strided``
+        module, _, qualname = str(value).rpartition(".")
     if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
         try:
             if imported(f"{module}:{qualname}") is value:
@@ -376,6 +421,9 @@ def rebuilt(program: Program, compiled: object, autocast: list[bool]) -> Callabl
     """The function of ``program``, as thunder would build it for ``compiled`` where autocast was as ``autocast``
     says (``autocast_now``); ``NotStorable`` where a name no longer imports."""
     ctx = {name: rebuilt(block, compiled, autocast) for name, block in program.blocks.items()}
+    with _autocast_as(autocast):  # the state its ``no_autocast`` keeps, as for any program
+        ctx.update((name, _torch_compiled(rebuilt(region, compiled, autocast), region.fullgraph))
+                   for name, region in program.regions.items())  # fmt: skip
     for name, reference in program.names.items():
         if reference in (COMPILED, NONE):
             ctx[name] = compiled if reference == COMPILED else None
