@@ -210,31 +210,43 @@ def hf_llama(layers: int) -> torch.nn.Module:
     return transformers.LlamaForCausalLM(config).eval()
 
 
-def _run_hf(layers: int, runner: str, threads: int) -> Run:
-    """``_run``'s measurement for HF's Llama and its ``generate``, to the first new token only."""
+def build_hf(layers: int, runner: str) -> torch.nn.Module:
+    """``hf_llama`` as ``runner`` runs it: eager, through the extension's recipe (``HF_RECIPE``), or its forward
+    under ``torch.compile(dynamic=True)`` (``DYNAMIC``)."""
     import thunder
 
     import thunder_ext
 
+    hf = hf_llama(layers)
+    if runner == HF_RECIPE:
+        return thunder.compile(hf, recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")
+    if runner == DYNAMIC:
+        configure_inductor()
+        hf.forward = torch.compile(hf.forward, dynamic=True)
+    return hf
+
+
+def first_hf_token(hf: torch.nn.Module) -> tuple[float, list[int]]:
+    """HF's ``generate`` of one new token after a ``PROMPT``-token prompt: its seconds, and the token."""
+    ids = torch.randint(0, vocabulary("SmolLM2-135M"), (1, PROMPT), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), gc_paused():
+        start = time.perf_counter()
+        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1, min_new_tokens=1, do_sample=False)
+        return time.perf_counter() - start, out[0, PROMPT:].tolist()
+
+
+def _run_hf(layers: int, runner: str, threads: int) -> Run:
+    """``_run``'s measurement for HF's Llama and its ``generate``, to the first new token only."""
     torch.set_num_threads(threads)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()  # a cold start, as ``_run``'s
     os.environ["THUNDER_EXT_CACHE"] = "0"
     logged = logged_messages()
     start = time.perf_counter()
-    hf = hf_llama(layers)
-    if runner == HF_RECIPE:
-        hf = thunder.compile(hf, recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")
-    elif runner == DYNAMIC:
-        configure_inductor()
-        hf.forward = torch.compile(hf.forward, dynamic=True)
+    hf = build_hf(layers, runner)
     setup = time.perf_counter() - start
-    ids = torch.randint(0, vocabulary("SmolLM2-135M"), (1, PROMPT), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad(), gc_paused():
-        start = time.perf_counter()
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1, min_new_tokens=1, do_sample=False)
-        first = time.perf_counter() - start
+    first, tokens = first_hf_token(hf)
     kept = [m for m in logged if m.startswith("thunder_ext: compiled") or "traced" in m]
-    return Run(setup, [first], [], kept, out[0, PROMPT:].tolist())
+    return Run(setup, [first], [], kept, tokens)
 
 
 def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:

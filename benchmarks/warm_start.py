@@ -40,13 +40,14 @@ from thunder_ext.benchmarks.compile_time import (
     MAX_SEQ_LENGTH,
     PROMPT,
     build,
-    hf_llama,
+    build_hf,
+    first_hf_token,
     in_fresh_process,
     logged_messages,
     timed_tokens,
     vocabulary,
 )
-from thunder_ext.benchmarks.measure import configure_inductor, gc_paused, status
+from thunder_ext.benchmarks.measure import gc_paused, status
 from thunder_ext.benchmarks.report import Table, Target, ratio
 
 NEW = 128
@@ -126,28 +127,19 @@ def _run_hf(layers: int, runner: str, threads: int, cache_dir: str) -> Run:
     """``_run``'s measurement for HF's Llama and its ``generate``, to the first new token only."""
     start = time.perf_counter()
     _caches_in(cache_dir)
-    import thunder
+    import thunder  # noqa: F401
     import transformers  # noqa: F401
 
-    import thunder_ext
+    import thunder_ext  # noqa: F401
 
     torch.set_num_threads(threads)
     logged = logged_messages()
     imported = time.perf_counter()
-    hf = hf_llama(layers)
-    if runner == HF_RECIPE:
-        hf = thunder.compile(hf, recipe=thunder_ext.HFTransformersRecipe(), plugins="inplace")
-    elif runner == DYNAMIC:
-        configure_inductor()
-        hf.forward = torch.compile(hf.forward, dynamic=True)
+    hf = build_hf(layers, runner)
     setup = time.perf_counter() - imported
-    ids = torch.randint(0, vocabulary("SmolLM2-135M"), (1, PROMPT), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad(), gc_paused():
-        began = time.perf_counter()
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=1, min_new_tokens=1, do_sample=False)
-        first = time.perf_counter() - began
+    first, tokens = first_hf_token(hf)
     kept = [m for m in logged if m.startswith(("thunder_ext: compiled", "thunder_ext: loaded"))]
-    return Run(imported - start, setup, [first], out[0, PROMPT:].tolist(), kept)
+    return Run(imported - start, setup, [first], tokens, kept)
 
 
 def measure(config: Config, device: torch.device, quick: bool) -> Result:

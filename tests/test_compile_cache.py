@@ -26,7 +26,7 @@ from thunder_ext.compile_cache.loaded_traces import FirstCall, LookError
 from thunder_ext.thunder026 import cache_entries
 from thunder_ext.thunder026.cache_entries import bytecode
 
-# the cache holds entries of the default executors; what the torch.compile executor compiles is tested on its own
+# the cache's rules under the default executors; what the torch.compile executor compiles is tested on its own
 pytestmark = pytest.mark.executor_sets("defaults")
 
 HELPER = '''
