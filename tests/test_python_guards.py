@@ -187,6 +187,28 @@ def test_a_value_read_any_way_is_checked_by_the_path_it_was_read(read):
     assert thunder.cache_misses(jitted) == 2
 
 
+def test_a_hook_for_every_module_registered_after_the_first_call_compiles_what_a_fresh_compilation_does():
+    """torch's hooks for every module (``register_module_forward_hook``) are globals of a library, which the guards
+    leave unchecked otherwise: each module call tests them, so they are checked (the program traced without the
+    hook ran on, 2026-12-06). A fresh compilation is the reference: the ``ThunderModule`` is a module too, and
+    its own call runs the hook on what the traced modules returned, as a wrapper module's would."""
+    torch.manual_seed(0)
+    model, x = Model(), torch.randn(2, 4)
+    jitted = thunder_ext.jit(model)
+    with torch.no_grad():
+        before = jitted(x)
+        handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, args, out: out * 2.0)
+        try:
+            hooked, fresh = jitted(x), thunder_ext.jit(model)(x)
+        finally:
+            handle.remove()
+        assert not torch.allclose(hooked, before * 2.0)  # the traced modules' hooks ran, not the wrapper's alone
+        torch.testing.assert_close(hooked, fresh)
+        assert thunder.cache_misses(jitted) == 2
+        torch.testing.assert_close(jitted(x), before)  # the first program again, once the hook is gone
+        assert thunder.cache_misses(jitted) == 2
+
+
 @pytest.mark.parametrize("edit", ["a None config value set", "a list grown", "a submodule of another class",
                                   "a submodule of its class, with other weights"])
 def test_stock_thunder_runs_the_old_program_for_these_edits(edit):

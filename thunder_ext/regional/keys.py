@@ -60,14 +60,6 @@ def _tensor_meta(t: torch.Tensor | None) -> tuple | None:
     return None if t is None else (type(t), tuple(t.shape), t.dtype, t.device, t.requires_grad, t.layout)
 
 
-def global_hooks_present() -> bool:
-    m = torch.nn.modules.module
-    return bool(
-        m._global_forward_hooks or m._global_forward_pre_hooks or m._global_backward_hooks
-        or m._global_backward_pre_hooks
-    )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class ModuleKey:
     """A module subtree's structure (rule 1, equal or no replay) and its other attribute values (rule 2)."""

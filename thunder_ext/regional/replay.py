@@ -42,9 +42,17 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
 from thunder_ext.regional import programs
-from thunder_ext.regional.keys import ModuleKey, arguments_key, global_hooks_present, module_key, snapshot
+from thunder_ext.regional.keys import ModuleKey, arguments_key, module_key, snapshot
 from thunder_ext.regional.report import FIRST, BlockCall, TracedBlocks
-from thunder_ext.thunder026.module_calls import ModuleCall, NotReplayable, Step, Watch, Watched, interpretation_state
+from thunder_ext.thunder026.module_calls import (
+    ModuleCall,
+    NotReplayable,
+    Step,
+    Watch,
+    Watched,
+    global_hooks_present,
+    interpretation_state,
+)
 
 if TYPE_CHECKING:
     from thunder_ext.regional.transform import RegionalTransform

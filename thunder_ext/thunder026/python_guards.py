@@ -311,6 +311,14 @@ def _note(held: object, pr: ProvenanceRecord, first: ProvenanceRecord) -> None:
     reads.add(Check(path, expect(held), pr))
 
 
+def check_library_global(module: str, name: str) -> None:
+    """Check at each call that the global ``name`` of the library module ``module`` reads as it does now: a library's
+    globals are left unchecked otherwise, and torch's hooks for every module, which each module call tests, change
+    what the traced modules compute (``module_calls.ModuleCall.interpret``)."""
+    if compiling_with_extension():
+        _reads().add(Check((module, (("item", name),)), expect(vars(sys.modules[module])[name]), None))
+
+
 def _hook_by_place(path: Path, reads: _Reads) -> Path:
     """A hook read from a module's hook dict by its key, a handle's id (a count of this process's hooks), as read by
     its place in the dict: the same hooks registered in another process, or again, are the same program."""
