@@ -6,7 +6,7 @@ thunder 0.2.6's interpreter runs the Python of every module call; the extension 
 - **The hand-over.** A lookaside on ``torch.nn.Module._call_impl`` gives each call, as a ``ModuleCall``, to
   ``ExtensionTransform.trace_module_call`` of the compilation tracing it; everywhere else (another compilation, a
   call inside a watched one) ``_call_impl`` is interpreted as thunder does: a copy of it, which the lookaside does
-  not see.
+  not see; in the extension's compilations, a call where no hook is set runs its ``forward`` (``interpret``).
 - **A call interpreted while watched** (``ModuleCall.interpret_watched``): the bound symbols and prologue checks it
   added, and a ``Watch`` of what it read outside its arguments (attributes of its module subtree, attributes,
   globals and items from outside, each with what it read) and of what it did that tracing it again would not do

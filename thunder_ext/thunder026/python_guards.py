@@ -315,8 +315,7 @@ def check_library_global(module: str, name: str) -> None:
     """Check at each call that the global ``name`` of the library module ``module`` reads as it does now: a library's
     globals are left unchecked otherwise, and torch's hooks for every module, which each module call tests, change
     what the traced modules compute (``module_calls.ModuleCall.interpret``)."""
-    if compiling_with_extension():
-        _reads().add(Check((module, (("item", name),)), expect(vars(sys.modules[module])[name]), None))
+    _reads().add(Check((module, (("item", name),)), expect(vars(sys.modules[module])[name]), None))
 
 
 def _hook_by_place(path: Path, reads: _Reads) -> Path:
