@@ -834,3 +834,28 @@ def test_an_entry_runs_only_for_an_object_whose_python_state_is_the_one_it_compi
     assert not wrong, wrong  # each would have run A's program
     assert b["same"]["loads"] == 1, b["same"]["logs"]
     assert not [name for name, r in b.items() if r["loads"] and name != "same"]
+
+
+# torch's hooks for every module are globals of a library: the state's digest does not name them, a prologue check does
+GLOBAL_HOOK_RUNNER = '''
+import json, sys
+import torch, thunder_ext
+
+if json.loads(sys.argv[1])["hooked"]:
+    # clamping twice is clamping once: the ThunderModule's own call runs the hook again on what the traced modules give
+    torch.nn.modules.module.register_module_forward_hook(lambda module, args, out: out.clamp(max=0.1))
+torch.manual_seed(0)
+model, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()), torch.randn(2, 4)
+jitted = thunder_ext.jit(model)
+with torch.no_grad():
+    got, want = jitted(x), model(x)
+print(json.dumps({"equal": bool(torch.allclose(got, want)), "loads": thunder_ext.cache_loads(jitted)}))
+'''
+
+
+def test_a_hook_for_every_module_makes_an_entry_saved_without_it_miss_in_another_process(project):
+    (project / "global_hook_runner.py").write_text(GLOBAL_HOOK_RUNNER)
+    assert run(project, "global_hook_runner.py", hooked=False) == {"equal": True, "loads": 0}
+    # a load would run the program traced without the hook
+    assert run(project, "global_hook_runner.py", hooked=True) == {"equal": True, "loads": 0}
+    assert run(project, "global_hook_runner.py", hooked=False) == {"equal": True, "loads": 1}
