@@ -58,7 +58,7 @@ import torch
 
 import thunder_ext
 from guard_fuzzer import DOMAINS, USES, Runs, import_file, run_each, same
-from thunder_ext.regional.programs import program_called
+from thunder_ext.thunder026.trace_programs import called_program
 from thunder_ext.regional.report import FIRST
 from thunder_ext.tools.pytest_plugin import EXECUTOR_SETS, executors_of
 from thunder_ext.transforms import InplaceTransform
@@ -457,7 +457,7 @@ class Outcome:
     discarded: str | None = None  # why: the reference way, or eager, fails on it
     blocks: Counter = field(default_factory=Counter)  # the replayed way's block calls, by how they were traced
     reasons: Counter = field(default_factory=Counter)  # and why those interpreted were (the first of a kind aside)
-    program_calls: int = 0  # the block programs way's calls of programs, in its last trace
+    program_calls: int = 0  # the block programs way's calls of programs (with grad, forwards), in its last trace
     loads: int = 0  # the entries the loaded way loaded
     program_loads: int = 0  # the block programs the loaded way loaded apart, tracing the edited model
 
@@ -565,7 +565,8 @@ def run_program(program: Program, folder: Path) -> Outcome:
         outcome.blocks = Counter(call.how for call in calls)
         outcome.reasons = Counter(call.reason for call in calls if call.reason and call.reason != FIRST)
         last = thunder.last_traces(jitted["block programs"])[-1]
-        outcome.program_calls = sum(program_called(b) is not None for b in last.bound_symbols)
+        # a block program's call, or with grad its forward's
+        outcome.program_calls = sum(called_program(b) is not None for b in last.bound_symbols)
         outcome.loads = thunder_ext.cache_loads(jitted["loaded"])
         traced = _traced_blocks(jitted["loaded"])  # None where it traced nothing: every call loaded an entry
         outcome.program_loads = 0 if traced is None else sum(p.loaded for p in traced.called)
@@ -586,11 +587,13 @@ class Summary(Runs):
         blocks = sum((o.blocks for o in self.outcomes), Counter())
         called = sum(o.program_calls for o in self.outcomes)
         with_calls = sum(o.program_calls > 0 for o in self.outcomes)
+        with_grad = sum(o.program_calls > 0 and o.program.grad for o in self.outcomes)
         lines = [
             f"block fuzzer: {len(self.outcomes)} programs in {self.seconds:.0f} s, {len(self.wrong)} wrong, "
             f"{len(self.discarded)} discarded (eager, or the interpreted way, fails on them)",
             f"  the replaying way's block calls: {blocks['replayed']} replayed, {blocks['interpreted']} interpreted; "
-            f"the block programs way: {called} calls of programs in {with_calls} programs' last traces; the loaded "
+            f"the block programs way: {called} calls of programs in {with_calls} programs' last traces ({with_grad} "
+            f"with grad); the loaded "
             f"way: {sum(o.loads for o in self.outcomes)} entries loaded, and after the edit "
             f"{sum(o.program_loads for o in self.outcomes)} block programs",
         ]

@@ -161,7 +161,7 @@ def test_a_block_that_writes_its_argument_calls_no_program(caplog, executor_set)
     assert all(why in m for m in summaries(caplog)), summaries(caplog)
 
 
-def test_with_grad_a_replay_calls_no_program_and_the_gradients_are_eagers(caplog, executor_set):
+def test_with_grad_a_block_that_writes_calls_no_program_and_the_gradients_are_eagers(caplog, executor_set):
     caplog.set_level(logging.INFO, logger="thunder_ext")
     torch.manual_seed(0)
     eager = Stack()
@@ -177,7 +177,64 @@ def test_with_grad_a_replay_calls_no_program_and_the_gradients_are_eagers(caplog
         assert_close(ours.grad, theirs.grad, atol=1e-4, rtol=1e-4)  # Inductor's fused sums round otherwise
     assert_close(model.layers[2].seen, eager.layers[2].seen)
     assert calls_of_programs(jitted) == 0
-    assert all("without a block program: grad is on" in m for m in summaries(caplog)), summaries(caplog)
+    assert all("without a block program: grad is on and it writes a tensor" in m for m in summaries(caplog)), summaries(
+        caplog
+    )
+
+
+def calls_of(jitted, half: str, block: str = "Block") -> int:
+    """The calls of block programs' forwards or backwards in the last forward or backward trace."""
+    trace = (thunder.last_traces if half == "forward" else thunder.last_backward_traces)(jitted)[-1]
+    return sum(b.sym.name.startswith(f"block_{block}_{half}_") for b in trace.bound_symbols)
+
+
+def training_step(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    logits = model(ids)
+    loss = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    loss.backward()
+    return logits, [p.grad for p in model.parameters()]
+
+
+def test_with_grad_a_block_program_and_its_backward_compute_eagers_training_step(caplog, executor_set):
+    """A litgpt model as it loads (parameters that require grad), one training step: each layer one call of its
+    block's forward, and one of its backward; logits and every gradient as eager's and as the inlined model's."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=3).train()
+    models = {"programmed": copy.deepcopy(eager), "inlined": copy.deepcopy(eager)}
+    programmed = thunder_ext.jit(models["programmed"], block_programs=True)
+    inlined = thunder_ext.jit(models["inlined"], block_programs=False)
+    ids = torch.randint(0, VOCAB, (2, 12))
+    logits, grads = training_step(eager, ids)
+    for jitted in (programmed, inlined):
+        ours, our_grads = training_step(jitted, ids)
+        assert_close(ours, logits)
+        for got, expected in zip(our_grads, grads, strict=True):
+            assert_close(got, expected, atol=1e-4, rtol=1e-4)  # Inductor's fused sums round otherwise
+    assert calls_of(programmed, "forward") == 3 and calls_of(programmed, "backward") == 3
+    assert calls_of(inlined, "forward") == 0 and calls_of(inlined, "backward") == 0
+    assert any(re.search(r"compiled Block once with its backward \(\d+\.\d s\), called 3 times", m)
+               for m in summaries(caplog))  # fmt: skip
+
+
+def test_with_grad_a_layer_whose_parameters_are_frozen_shares_no_program_with_the_others(caplog, executor_set):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=3).train()
+    eager.transformer.h[1].requires_grad_(False)  # a frozen layer between two trained ones: no gradient of its own
+    model = copy.deepcopy(eager)
+    jitted = thunder_ext.jit(model, block_programs=True)
+    ids = torch.randint(0, VOCAB, (2, 12))
+    logits, grads = training_step(eager, ids)
+    ours, our_grads = training_step(jitted, ids)
+    assert_close(ours, logits)
+    for got, expected in zip(our_grads, grads, strict=True):
+        assert (got is None) == (expected is None)
+        if got is not None:
+            assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    assert calls_of(jitted, "backward") == 3  # the frozen layer's passes its input's gradient on
+    called = [re.findall(r"once with its backward \(\d+\.\d s\), called (\d) times", m) for m in summaries(caplog)]
+    assert [sorted(c) for c in called] == [["1", "2"]], summaries(caplog)
 
 
 @pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
@@ -191,6 +248,12 @@ def test_an_hf_decoder_through_the_recipe_and_the_plugin_calls_its_program():
     compiled = thunder.compile(copy.deepcopy(model), recipe=HFTransformersRecipe(), plugins=[plugin])
     assert_close(hf_forward(compiled, ids), hf_forward(model, ids))
     assert calls_of_programs(compiled) == 3  # its three decoder layers, the interpreted first one too
+
+
+def loaded_without_blocks(cls, f: dict) -> cache_entries.Program:
+    """``cache_entries.Program.loaded``, dropping the block programs the entry calls."""
+    regions = {name: cls.loaded(r) for name, r in f["regions"].items()}
+    return cls(f["function"], f["text"], f["names"], f["code"], {}, regions, f["fullgraph"])
 
 
 def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes_what_a_fresh_one_does(
@@ -221,12 +284,88 @@ def test_a_compilation_that_calls_a_program_is_saved_with_it_and_loaded_computes
     deeper.layers.append(Layer())
     assert thunder_ext.cache_loads(run(deeper)) == 0  # another entry (its programs loaded: the next test)
     # broken on purpose: an entry loaded without the programs it calls
-    def without_blocks(cls, f: dict) -> cache_entries.Program:
-        regions = {name: cls.loaded(r) for name, r in f["regions"].items()}
-        return cls(f["function"], f["text"], f["names"], f["code"], {}, regions, f["fullgraph"])
-
-    monkeypatch.setattr(cache_entries.Program, "loaded", classmethod(without_blocks))
+    monkeypatch.setattr(cache_entries.Program, "loaded", classmethod(loaded_without_blocks))
     with pytest.raises(NameError, match="block_Layer_0"):
+        run()
+
+
+class Residual(nn.Module):
+    """Layers that write nothing, each ``x + tanh(linear(x))``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = x + layer(x)
+        return x
+
+
+class Paired(nn.Module):
+    """Layers that return a pair: a tensor and None."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(PairLayer() for _ in range(3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x, _ = layer(x)
+        return x
+
+
+class PairLayer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return x + torch.tanh(self.linear(x)), None
+
+
+def test_with_grad_a_block_that_returns_a_value_not_a_tensor_calls_no_program_and_the_gradients_are_eagers(
+    caplog, executor_set
+):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    eager, x = Paired(), torch.randn(4, 8)
+    model = copy.deepcopy(eager)
+    jitted = thunder_ext.jit(model, block_programs=True)
+    jitted(x).square().sum().backward()
+    eager(x).square().sum().backward()
+    for got, expected in zip(model.parameters(), eager.parameters(), strict=True):
+        assert_close(got.grad, expected.grad, atol=1e-4, rtol=1e-4)
+    assert calls_of(jitted, "forward", "PairLayer") == 0 and calls_of_programs(jitted) == 0
+    why = "3 without a block program: grad is on and it returns a value that is not a tensor"
+    assert all(why in m for m in summaries(caplog)), summaries(caplog)
+
+
+def test_with_grad_a_compilation_is_saved_with_its_programs_backwards_and_loaded_gives_eagers_gradients(
+    monkeypatch, tmp_path, executor_set
+):
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model, x = Residual(), torch.randn(4, 8)
+    eager = copy.deepcopy(model)
+    eager(x).square().sum().backward()
+
+    def run():
+        ours = copy.deepcopy(model)
+        jitted = thunder_ext.jit(ours, block_programs=True, compile_cache=True)
+        jitted(x).square().sum().backward()
+        for got, expected in zip(ours.parameters(), eager.parameters(), strict=True):
+            assert_close(got.grad, expected.grad, atol=1e-4, rtol=1e-4)
+        return jitted
+
+    assert thunder_ext.cache_loads(run()) == 0
+    loaded = run()
+    assert thunder_ext.cache_loads(loaded) == 1
+    assert calls_of(loaded, "forward", "Sequential") == 3 and calls_of(loaded, "backward", "Sequential") == 3
+
+    # broken on purpose: an entry loaded without the programs it calls
+    monkeypatch.setattr(cache_entries.Program, "loaded", classmethod(loaded_without_blocks))
+    with pytest.raises(NameError, match="block_Sequential_forward_0"):
         run()
 
 

@@ -41,13 +41,15 @@ def jit(
     would not trace exactly is interpreted (``thunder_ext/regional/replay.py``). The compile log says,
     per compilation, how many calls were replayed and why any other was interpreted.
 
-    ``block_programs`` (without grad; None, the default: unless thunder's torch.compile executor is among the
-    executors, whose regions a program's call would cut at each block): each call of a repeated block, the recorded
-    one and each replay, is one op of the model's trace, a call of the block's own program, which the whole pipeline
-    compiled once from the record, where the model's trace cannot tell it from the block's ops
-    (``transforms/block_calls.py``); the log says ``compiled Block once (0.3 s), called 30 times``, or why a call
-    called none. With the compile cache each program is stored apart too, keyed by the block's ops: a deeper model
-    of the same blocks logs ``loaded Block``. ``False``: each replay appends the block's ops to the model's trace.
+    ``block_programs`` (None, the default: unless thunder's torch.compile executor is among the executors, whose
+    regions a program's call would cut at each block): each call of a repeated block, the recorded one and each
+    replay, is one op of the model's trace, a call of the block's own program, which the whole pipeline compiled once
+    from the record, where the model's trace cannot tell it from the block's ops (``transforms/block_calls.py``);
+    the log says ``compiled Block once (0.3 s), called 30 times``, or why a call called none. Under grad, a block
+    that writes nothing and returns tensors is compiled with its backward: the forward trace calls its forward, the
+    backward trace its backward. With the compile cache each program made without grad is stored apart too, keyed
+    by the block's ops: a deeper model of the same blocks logs ``loaded Block``. ``False``: each replay appends the
+    block's ops to the model's trace.
 
     With nvFuser among the executors (thunder's defaults include it where it loads), its fusion
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to

@@ -1,8 +1,8 @@
 """A repeated block as one op (issue 61's block program): a record's bound symbols are compiled once, through the
 model's own pipeline, as a program of its own, and each call of that block is one call of it with its layer's
 tensors instead of the block's ops: each replay, and the recorded call itself where the block has more candidates
-than one (its ops are taken out of the trace for the call). Without grad; by default unless thunder's
-torch.compile executor is among the compilation's (``programs_wanted``).
+than one (its ops are taken out of the trace for the call). By default unless thunder's torch.compile executor is
+among the compilation's (``programs_wanted``).
 
 Where a call may stand for the ops is the extension's rule (``transforms/block_calls.py``, which the compilation's
 transform answers through ``RegionalTransform.block_program_writes``); here is how the program is made and called:
@@ -15,13 +15,21 @@ transform answers through ``RegionalTransform.block_program_writes``); here is h
   fresh proxies, as a replay's would be, or for the recorded call the record's own, which the rest of the trace
   already reads (``call_making``). Its bound symbol is tagged ``DONT_DCE``: its writes are effects that no output
   shows.
+- **Differentiated.** Under grad the program returns its output's leaves (thunder splits only a trace that returns
+  a tuple), and where a gradient may flow into it (``differentiable``: the replay's rule), the pipeline splits it
+  into a forward, which returns what it saves too, and a backward (``trace_programs.Pipelined``). The call's
+  operator then has a grad transform (thunder's autodiff calls it instead): a call of the forward's operator, the
+  outputs' gradients, a call of the backward's, each input's gradient put. Only a block that writes nothing gets
+  here (``replay._program``): the rules of differentiated writes (``transforms/gradients.py``) are kept on the
+  model's whole trace, and a program's split would hide its writes from them.
 - **Inlined.** ``inlined`` gives a call's replayed bound symbols, the record's with that call's tensors, for a pass
   that puts the block's ops back where a call cannot stand for them.
 
 The compile cache stores a program within the entry of each compilation that calls it, as a program text of its own
-(``cache_entries.Program.blocks``); a loaded entry calls the program rebuilt from it. It stores each program apart
-too, keyed by the block's traced ops (``RegionalTransform.block_store``): a model of another depth has another
-entry, traces the same blocks, and loads their programs instead of compiling them.
+(``cache_entries.Program.blocks``; a differentiated call's forward and backward, each in the trace that calls it); a
+loaded entry calls the program rebuilt from it. It stores each program made without grad apart too, keyed by the block's
+traced ops (``RegionalTransform.block_store``): a model of another depth has another entry, traces the same blocks, and
+loads their programs instead of compiling them.
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ from thunder.core.compile_data import get_compile_data
 from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_flatten, tree_flatten_with_dataclass, tree_map, tree_unflatten
 from thunder.core.symbol import BoundSymbol, Symbol
-from thunder.core.trace import TraceCtx
+from thunder.core.trace import TraceCtx, tracectx
+from thunder.core.transforms import get_grad, put_grad
 from thunder.executors.torch_compile import torch_compile_ex
 
 from thunder_ext.thunder026 import trace_programs
@@ -66,7 +75,21 @@ class BlockProgram(trace_programs.CalledProgram):
     decisions: list  # the decisions of its writes (``InplaceTransform.decisions`` of its trace)
     seconds: float
     loaded: bool = False  # from the compile cache (``ProgramStore``), not compiled here
+    flat: bool = False  # compiled under grad: a call returns its output's leaves, a tuple
+    split: trace_programs.Pipelined | None = None  # its forward and backward, where a gradient flows through it
     operator: Symbol | None = None  # its operator on the compilation's ad-hoc executor, once called
+
+    def __call__(self, *args):
+        if self.split is not None:  # ``run`` returns what it saves too: only its forward's operator may run it
+            raise RuntimeError(f"the block program of {self.cls} was called without its backward")
+        return self.run(*args)
+
+
+@dataclass(eq=False)
+class _Half(trace_programs.CalledProgram):
+    """The forward or the backward of a block program, which a differentiated call of it runs."""
+
+    run: Callable
 
 
 class ProgramStore(Protocol):
@@ -89,42 +112,55 @@ def program_called(bsym: BoundSymbol) -> BlockProgram | None:
     return found if isinstance(found, BlockProgram) else None
 
 
-def compiled(record: Any, inputs: list[Proxy], written: frozenset[int]) -> BlockProgram:
-    """``record``'s bound symbols, which read ``inputs`` and write those at ``written``, compiled once."""
+def compiled(record: Any, inputs: list[Proxy], written: frozenset[int], differentiable: frozenset[int]) -> BlockProgram:
+    """``record``'s bound symbols, which read ``inputs`` and write those at ``written``, compiled once; under grad,
+    with a backward that gives the gradients of those at ``differentiable`` (``NotSplit`` where it cannot)."""
     start = time.perf_counter()
     name = f"block_{record.cls.__name__}"
-    computation = trace_programs.computation(inputs, record.bsyms, record.output, name)
+    # under grad, thunder splits a trace that returns a tuple of tensors: it returns the output's leaves
+    flat = get_compile_data().is_grad_enabled
+    leaves = tree_flatten(record.output)[0]
+    if flat and not all(isinstance(x, TensorProxy) for x in leaves):
+        raise trace_programs.NotSplit("it returns a value that is not a tensor")
+    with tracectx(TraceCtx()):  # copies under the same names: thunder's split gives gradients to those requiring it
+        swap = {variableify(inputs[i]): inputs[i].replace(requires_grad=True) for i in differentiable}
+    computation = trace_programs.computation([swap.get(variableify(p), p) for p in inputs],
+                                             [swapped(b, swap) for b in record.bsyms],
+                                             tuple(leaves) if flat else record.output, name)  # fmt: skip
     transform = extension_transform()
     store = transform.block_store
-    key = None if store is None else store.key(computation)
+    key = None if store is None or flat else store.key(computation)  # stored apart: programs made without grad
+    split = None
     loaded = None if key is None else store.load(key)
     if loaded is None:
         # the model's traced blocks: its transform logs them once the model is traced, not the program's
         traced, transform.traced_blocks = transform.traced_blocks, None
         try:
-            run, traces = trace_programs.through_pipeline(computation)
+            built = trace_programs.through_pipeline(computation)
         finally:
             transform.traced_blocks = traced
+        run, split = built.run, (built if built.backward is not None else None)
         decided = getattr(transform, "decisions", {})
-        decisions = next((decided[t] for t in reversed(traces) if t in decided), [])
+        decisions = next((decided[t] for t in reversed(built.traces) if t in decided), [])
         if key is not None:
             described = ", ".join(p.type_string() for p in inputs if isinstance(p, TensorProxy))
             store.save(key, f"{name}({described})", time.perf_counter() - start, run, decisions)
     else:
         run, decisions = loaded
     return BlockProgram(record.cls.__name__, inputs, written, record.bsyms, record.output, record.made, run,
-                        decisions, time.perf_counter() - start, loaded is not None)  # fmt: skip
+                        decisions, time.perf_counter() - start, loaded is not None, flat, split)  # fmt: skip
 
 
 def call(program: BlockProgram, swap: dict) -> Any:
     """Append a call of ``program`` with the tensors ``swap`` gives the record's; return its output."""
-    return _operator(program)(*[swap.get(variableify(p), p) for p in program.inputs])
+    output = _operator(program)(*[swap.get(variableify(p), p) for p in program.inputs])
+    return tree_unflatten(list(output), tree_flatten(program.output)[1]) if program.flat else output
 
 
 def call_making(program: BlockProgram, output: Any) -> BoundSymbol:
     """A call of ``program`` with the record's own tensors, bound to make ``output``, the record's: the recorded call
     itself, whose outputs the rest of the trace already reads."""
-    return _operator(program).bind(*program.inputs, output=output)
+    return _operator(program).bind(*program.inputs, output=tuple(tree_flatten(output)[0]) if program.flat else output)
 
 
 def _operator(program: BlockProgram):
@@ -133,11 +169,39 @@ def _operator(program: BlockProgram):
         made = {variableify(p) for p in program.made}
 
         def meta(*args):  # fresh outputs, as a replay's are; tagged as any op's under grad-off tracing
-            return tree_map(lambda x: x.replace(name=None) if isinstance(x, Proxy) and variableify(x) in made else x,
-                            program.output)  # fmt: skip
+            fresh = tree_map(lambda x: x.replace(name=None) if isinstance(x, Proxy) and variableify(x) in made else x,
+                             program.output)  # fmt: skip
+            return tuple(tree_flatten(fresh)[0]) if program.flat else fresh
 
-        program.operator = trace_programs.operator(f"block_{program.cls}", meta, program, dont_dce=True)
+        differentiated = None if program.split is None else _grad_transform(program)
+        program.operator = trace_programs.operator(f"block_{program.cls}", meta, program, dont_dce=True,
+                                                   grad_transform=differentiated)  # fmt: skip
     return program.operator
+
+
+def _grad_transform(program: BlockProgram) -> Callable:
+    """A call's forward and backward, as thunder's autodiff wants them: the program's forward, which returns its
+    outputs and what it saves; the gradients of its outputs; its backward, which gives its inputs' gradients."""
+    split = program.split
+    leaves = tree_flatten(program.output)[0]
+
+    def fresh(proxies):
+        return tuple(p.replace(name=None) for p in proxies)
+
+    forward = trace_programs.operator(f"block_{program.cls}_forward", lambda *args: fresh((*leaves, *split.saved)),
+                                      _Half(split.run), dont_dce=False)  # fmt: skip
+    backward = trace_programs.operator(f"block_{program.cls}_backward", lambda saved, cotangents: fresh(
+        g for _, g in split.grads), _Half(split.backward), dont_dce=False)  # fmt: skip
+
+    def grad_transform(*args):
+        computed = forward(*args)
+        outputs = computed[: len(leaves)]
+        grads = backward([list(computed[len(leaves) :]), []], [get_grad(o) for o in outputs])
+        for (i, _), g in zip(split.grads, grads, strict=True):
+            put_grad(args[i], g)
+        return outputs
+
+    return grad_transform
 
 
 def inlined(call_bsym: BoundSymbol) -> list[BoundSymbol]:

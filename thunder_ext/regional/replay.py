@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
+from thunder.core import dtypes
 from thunder.core.compile_data import get_cache_option, get_compile_data
 from thunder.core.options import CACHE_OPTIONS
 from thunder.core.prims import PrimIDs
@@ -53,6 +54,7 @@ from thunder_ext.thunder026.module_calls import (
     global_hooks_present,
     interpretation_state,
 )
+from thunder_ext.thunder026.trace_programs import NotSplit
 
 if TYPE_CHECKING:
     from thunder_ext.regional.transform import RegionalTransform
@@ -291,16 +293,18 @@ def _program(state: _Compilation, record: _Record, swap: dict) -> programs.Block
     if not programs.programs_wanted(transform.block_programs):
         return None
     if record.program is None and record.no_program is None:
-        if get_compile_data().is_grad_enabled:
-            record.no_program = "grad is on (a block program's backward is not built)"
+        inputs = _read_not_made(record.bsyms)
+        module = {v for v, _ in record.module_tensors}
+        written = transform.block_program_writes(record.bsyms, inputs, module, record.output)
+        if isinstance(written, str):
+            record.no_program = written
+        elif written and get_compile_data().is_grad_enabled:
+            record.no_program = "grad is on and it writes a tensor"
         else:
-            inputs = _read_not_made(record.bsyms)
-            module = {v for v, _ in record.module_tensors}
-            written = transform.block_program_writes(record.bsyms, inputs, module, record.output)
-            if isinstance(written, str):
-                record.no_program = written
-            else:
-                record.program = programs.compiled(record, inputs, written)
+            try:
+                record.program = programs.compiled(record, inputs, written, _differentiable(inputs, module))
+            except NotSplit as e:
+                record.no_program = f"grad is on and {e}"
     program, why = record.program, record.no_program
     if program is not None:
         args = [variableify(swap.get(variableify(p), p)) for p in program.inputs]
@@ -311,6 +315,17 @@ def _program(state: _Compilation, record: _Record, swap: dict) -> programs.Block
     else:
         state.traced.called[program] += 1
     return program
+
+
+def _differentiable(inputs: list[Proxy], module: set) -> frozenset[int]:
+    """Under grad, the positions among a block's ``inputs`` that a gradient may flow into: its module's tensors that
+    require grad, and every other tensor of a floating dtype (thunder marks no tensor its trace computes as requiring
+    grad; where none flows, the model's backward drops the gradient). A replay's tensors have the metadata of the
+    record's, ``requires_grad`` included (the replay key): each call of the program wants these gradients."""
+    if not get_compile_data().is_grad_enabled:
+        return frozenset()
+    return frozenset(i for i, p in enumerate(inputs) if isinstance(p, TensorProxy) and (
+        p.requires_grad if variableify(p) in module else dtypes.is_inexact_dtype(p.dtype)))  # fmt: skip
 
 
 def _read_not_made(bsyms: list[BoundSymbol]) -> list[Proxy]:

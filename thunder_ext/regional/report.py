@@ -38,12 +38,12 @@ class TracedBlocks:
         """One line for the compile log: ``30 calls of Block: 1 interpreted (6.9 s), 29 replayed (3.1 s)``, then why
         each interpreted call after the first of its kind was interpreted, and where block programs are asked for,
         each one's compilation and calls (``compiled Block once (0.3 s), called 30 times``; ``loaded``, from the
-        compile cache) and why any call of a recorded block called none."""
+        compile cache; ``once with its backward``, under grad) and why any call of a recorded block called none."""
         kinds = ", ".join(f"{n} of {cls}" for cls, n in Counter(c.cls for c in self.calls).items())
         counts = [f"{self.count(how)} {how} ({self.seconds(how):.1f} s)" for how in ("interpreted", "replayed")]
         line = f"{len(self.calls)} calls of repeated blocks ({kinds}): {', '.join(counts)}"
         why = Counter(c.reason for c in self.calls if c.how == "interpreted" and c.reason != FIRST)
         line += "".join(f"; {n} interpreted: {reason}" for reason, n in why.items())
-        line += "".join(f"; {'loaded' if p.loaded else 'compiled'} {p.cls} once ({p.seconds:.1f} s), called {n} "
-                        "times" for p, n in self.called.items())  # fmt: skip
+        line += "".join(f"; {'loaded' if p.loaded else 'compiled'} {p.cls} once{' with its backward' * bool(p.split)} "
+                        f"({p.seconds:.1f} s), called {n} times" for p, n in self.called.items())  # fmt: skip
         return line + "".join(f"; {n} without a block program: {why}" for why, n in self.not_called.items())

@@ -7,25 +7,30 @@ called from its trace as one op (``thunder_ext/regional/programs.py`` makes bloc
   a traced model: alias updates, the transforms, ``dce``, claiming and fusion, code generation) on it, with a
   prologue that returns its arguments and an epilogue that returns nothing. Without grad,
   ``disable_torch_autograd_support`` is set while it runs: parameters that require grad would make it split a joint
-  trace that grad-off tracing never built.
+  trace that grad-off tracing never built. Under grad, thunder splits it where it takes a tensor that requires
+  grad; the forward's and the backward's returns are rewritten flat (``Pipelined``), so that each is a program
+  thunder built from a trace, which an op can call and the compile cache can store.
 - ``operator``: an op of the compilation's ad-hoc executor (first in its executor list, so its calls are claimed
-  as they are) that runs a ``CalledProgram``, and ``called_program``, the one a bound symbol calls.
+  as they are) that runs a ``CalledProgram``, with a grad transform where given, and ``called_program``, the one a
+  bound symbol calls.
 
 Written for thunder 0.2.6: the compile data's pipeline, the trace's signature, the ad-hoc executor and the call
-contexts of its operators, ``disable_torch_autograd_support``. Retired by: thunder compiling a repeated module once
+contexts of its operators, ``disable_torch_autograd_support``, the returns of the split's forward and backward
+(``split_into_forward_and_backward``) and what its backward clears. Retired by: thunder compiling a repeated module once
 itself.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from thunder.common import CompileStats
 from thunder.core import jit_ext, prims
 from thunder.core.codeutils import SigInfo
 from thunder.core.compile_data import get_compile_data
-from thunder.core.proxies import Proxy
+from thunder.core.proxies import Proxy, TensorProxy
 from thunder.core.symbol import BoundSymbol, Symbol
 from thunder.core.trace import TraceCtx, from_trace, get_tracectx, tracectx
 
@@ -52,9 +57,28 @@ def computation(args: list[Proxy], bsyms: list[BoundSymbol], returned: Any, name
     return t
 
 
-def through_pipeline(computation_trace: TraceCtx) -> tuple[Callable, list[TraceCtx]]:
-    """``computation_trace`` taken through the pipeline of the compilation tracing now: its computation function
-    and its traces, the last executed."""
+@dataclass
+class Pipelined:
+    """What the pipeline built from a computation trace. Without a backward, ``run`` is its computation. With one,
+    ``run`` is its forward, returning its outputs' leaves and then ``saved``, the tensors it saves for ``backward``;
+    ``backward([list(saved), []], cotangents)`` returns ``grads``, one gradient for each argument that has one
+    (each list is emptied as it is read, as thunder's backward does)."""
+
+    run: Callable
+    traces: list[TraceCtx]
+    backward: Callable | None = None
+    saved: tuple[TensorProxy, ...] = ()
+    grads: tuple[tuple[int, TensorProxy], ...] = ()  # (the argument's position, its gradient)
+
+
+class NotSplit(Exception):
+    """The pipeline split the trace into a forward and a backward whose conventions a call cannot take."""
+
+
+def through_pipeline(computation_trace: TraceCtx) -> Pipelined:
+    """``computation_trace`` taken through the pipeline of the compilation tracing now. Where it takes a tensor that
+    requires grad under grad, it must return a tuple of tensors: thunder splits it into a forward, which returns a
+    dict and what it saves, and a backward; their returns are rewritten flat, as ``Pipelined`` says."""
     cd = get_compile_data()
     args = list(computation_trace.args)
     prologue = computation(args, [], (tuple(args), ()), "prologue")
@@ -67,14 +91,37 @@ def through_pipeline(computation_trace: TraceCtx) -> tuple[Callable, list[TraceC
                                                               epilogue)  # fmt: skip
     finally:
         cd.disable_torch_autograd_support = grad_support
-    return entry.computation_fn, entry.computation_traces
+    if entry.backward_fn is None:
+        return Pipelined(entry.computation_fn, entry.computation_traces)
+    forward, backward = entry.computation_traces[-1], entry.backward_traces[-1]
+    data, (saved, other) = forward.bound_symbols[-1].args
+    if other:
+        raise NotSplit(f"its forward saves {len(other)} values that are not tensors")
+    grads = tuple((i, g) for i, g in enumerate(backward.bound_symbols[-1].args[0]) if g is not None)
+    run = _returning(forward, (*data["output"], *saved)).python_callable()
+    return Pipelined(run, entry.computation_traces, _returning(backward, tuple(g for _, g in grads)).python_callable(),
+                     tuple(saved), grads)  # fmt: skip
 
 
-def operator(name: str, meta: Callable, program: CalledProgram, *, dont_dce: bool) -> Symbol:
+def _returning(trace: TraceCtx, returned: tuple) -> TraceCtx:
+    """``trace``, returning ``returned`` instead."""
+    t = from_trace(trace)
+    t.bound_symbols = trace.bound_symbols[:-1] + [trace.bound_symbols[-1].from_bsym(args=(returned,))]
+    return t
+
+
+def operator(name: str, meta: Callable, program: CalledProgram, *, dont_dce: bool,
+             grad_transform: Callable | None = None) -> Symbol:  # fmt: skip
     """An operator of the compilation's ad-hoc executor (which names each operator apart) that runs ``program``;
-    tagged ``DONT_DCE`` where its effects are writes that no output shows."""
+    tagged ``DONT_DCE`` where its effects are writes that no output shows; differentiated by ``grad_transform``
+    (thunder's convention: it computes the outputs, reads their gradients with ``get_grad`` and gives its inputs'
+    with ``put_grad``), where given."""
     tags = (prims.OpTags.DONT_DCE,) if dont_dce else ()
-    return jit_ext.get_jit_ctx().ad_hoc_executor.register_operator(name, meta=meta, fn=program, tags=tags)
+    executor = jit_ext.get_jit_ctx().ad_hoc_executor
+    op = executor.register_operator(name, meta=meta, fn=program, tags=tags)
+    if grad_transform is not None:
+        executor.register_implementation(op, op, grad_transform=grad_transform)
+    return op
 
 
 def called_program(bsym: BoundSymbol) -> CalledProgram | None:
