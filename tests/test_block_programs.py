@@ -197,24 +197,27 @@ def training_step(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, li
 
 def test_with_grad_a_block_program_and_its_backward_compute_eagers_training_step(caplog, executor_set):
     """A litgpt model as it loads (parameters that require grad), one training step: each layer one call of its
-    block's forward, and one of its backward; logits and every gradient as eager's and as the inlined model's."""
+    block's forward, and one of its backward, under the jit and the plugin; logits and every gradient as eager's
+    and as the inlined model's."""
     caplog.set_level(logging.INFO, logger="thunder_ext")
     torch.manual_seed(0)
     eager = small_llama(n_layer=3).train()
-    models = {"programmed": copy.deepcopy(eager), "inlined": copy.deepcopy(eager)}
-    programmed = thunder_ext.jit(models["programmed"], block_programs=True)
-    inlined = thunder_ext.jit(models["inlined"], block_programs=False)
+    programmed = thunder_ext.jit(copy.deepcopy(eager), block_programs=True)
+    plugged = thunder.compile(copy.deepcopy(eager), recipe=thunder_ext.DefaultExecutorsRecipe(),
+                              plugins=[thunder_ext.Inplace(block_programs=True)])  # fmt: skip
+    inlined = thunder_ext.jit(copy.deepcopy(eager), block_programs=False)
     ids = torch.randint(0, VOCAB, (2, 12))
     logits, grads = training_step(eager, ids)
-    for jitted in (programmed, inlined):
+    for jitted in (programmed, plugged, inlined):
         ours, our_grads = training_step(jitted, ids)
         assert_close(ours, logits)
         for got, expected in zip(our_grads, grads, strict=True):
             assert_close(got, expected, atol=1e-4, rtol=1e-4)  # Inductor's fused sums round otherwise
-    assert calls_of(programmed, "forward") == 3 and calls_of(programmed, "backward") == 3
+    for jitted in (programmed, plugged):
+        assert calls_of(jitted, "forward") == 3 and calls_of(jitted, "backward") == 3
     assert calls_of(inlined, "forward") == 0 and calls_of(inlined, "backward") == 0
-    assert any(re.search(r"compiled Block once with its backward \(\d+\.\d s\), called 3 times", m)
-               for m in summaries(caplog))  # fmt: skip
+    once = r"compiled Block once with its backward \(\d+\.\d s\), called 3 times"
+    assert sum(bool(re.search(once, m)) for m in summaries(caplog)) == 2, summaries(caplog)  # the jit's, the plugin's
 
 
 def test_with_grad_a_layer_whose_parameters_are_frozen_shares_no_program_with_the_others(caplog, executor_set):
