@@ -2,8 +2,8 @@
 reads, each compiled three ways and compared with eager.
 
 A program is the Python source of a small model, written to a file of its own and imported: a ``Root`` whose
-``forward`` calls each layer of an ``nn.ModuleList`` in turn, each ``Layer`` built from ``p`` and its index. Each
-feature of a program is one of:
+``forward`` calls each layer of an ``nn.ModuleList`` (of an ``nn.Sequential`` in three programs of ten) in turn, each
+``Layer`` built from ``p`` and its index. Each feature of a program is one of:
 
 - **a value** every layer holds (all alike, one layer's differing, alternating, or each its own; ``VALUE_PATTERNS``)
   somewhere (``HOLDERS``: an attribute, one set on some layers only, a child module's, a per-layer object's, a
@@ -199,6 +199,7 @@ class _Source:
     def __init__(self, n: int, grad: bool, replayable: bool) -> None:
         self.n, self.replayable = n, replayable
         self.two_outputs = False  # the layers return ``y, y.sum()``
+        self.container = "ModuleList"  # or "Sequential": what holds the layers
         self.written = "y.detach()" if grad else "y"  # a buffer holds no autograd history in eager either
         self.top: list[str] = []  # module-level definitions
         self.globals: list[str] = []  # the globals ``build`` assigns
@@ -391,7 +392,9 @@ class _Source:
         call = ", ".join(["x", "pos", *self.call_args])
         out += ["class Root(torch.nn.Module):", "    def __init__(self, p):", "        super().__init__()"]
         out += ["        " + line for line in self.root_init]
-        out += ['        self.layers = torch.nn.ModuleList(Layer(i, p, self) for i in range(p["n"]))', ""]
+        layers = 'Layer(i, p, self) for i in range(p["n"])'
+        held = f"({layers})" if self.container == "ModuleList" else f"(*({layers}))"
+        out += [f"        self.layers = torch.nn.{self.container}{held}", ""]
         out += ["    def forward(self, x, pos):", *("        " + line for line in self.root_pre)]
         if self.two_outputs:  # a layer returns a second tensor, which the root sums over the layers
             out += ["        total = 0", "        for i, layer in enumerate(self.layers):"]
@@ -438,6 +441,8 @@ def make_program(seed: int, index: int) -> Program:
             source.write(f)
         params[name] = f.values
     source.two_outputs = rng.random() < 0.25
+    # drawn apart, so that each seed's programs are what they were before Sequential blocks were candidates
+    source.container = "Sequential" if random.Random(f"block:{seed}:{index}:container").random() < 0.3 else "ModuleList"
     if source.buffers and rng.random() < 0.3:
         source.read_a_buffer_before_the_layers(rng)
     edits = source.unchecked_edits if source.unchecked_edits and rng.random() < 0.75 else source.edits

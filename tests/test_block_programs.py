@@ -236,7 +236,7 @@ def test_with_grad_a_layer_whose_parameters_are_frozen_shares_no_program_with_th
         if got is not None:
             assert_close(got, expected, atol=1e-4, rtol=1e-4)
     assert calls_of(jitted, "backward") == 3  # the frozen layer's passes its input's gradient on
-    called = [re.findall(r"once with its backward \(\d+\.\d s\), called (\d) times", m) for m in summaries(caplog)]
+    called = [re.findall(r"once with its backward \(\d+\.\d s\), called (\d) times?", m) for m in summaries(caplog)]
     assert [sorted(c) for c in called] == [["1", "2"]], summaries(caplog)
 
 

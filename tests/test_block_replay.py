@@ -380,6 +380,85 @@ def test_replay_is_off_where_asked_and_in_stock_thunder():
     assert not any(isinstance(t, InplaceTransform) for t in thunder.compile_data(stock).transforms)
 
 
+# ---- blocks held in an nn.Sequential ------------------------------------------------------------------------------
+
+
+class MixerBlock(nn.Module):
+    """A ViT's block without attention: a norm and an MLP of its own, an ``nn.Sequential`` of one-op modules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.mlp(self.norm(x))
+
+
+class Basic(nn.Module):
+    """A ResNet's basic block, the first of a stage with a downsampling shortcut."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int = 1) -> None:
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False), nn.BatchNorm2d(c_out)
+        self.conv2, self.bn2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out)
+        shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+        self.down = shortcut if stride != 1 or c_in != c_out else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+def run_three_ways(model: nn.Module, x: torch.Tensor, *, train: bool) -> tuple[nn.Module, nn.Module]:
+    """``model`` run eagerly, under ``thunder_ext.jit`` replaying and interpreting, with a backward where ``train``:
+    the replaying way's output, gradients and buffers equal the interpreting way's bitwise and eager's closely;
+    returns the two jitted models."""
+    jitted = [thunder_ext.jit(copy.deepcopy(model)), thunder_ext.jit(copy.deepcopy(model), replay_blocks=False)]
+    with torch.set_grad_enabled(train):
+        want, (got, reference) = model(x), [j(x) for j in jitted]
+        if train:
+            for out in (want, got, reference):
+                out.square().sum().backward()
+    assert torch.equal(got, reference)
+    assert_close(got, want)
+    for ours, theirs, eagers in zip(*(m.parameters() for m in (*jitted, model)), strict=True):
+        assert torch.equal(ours.grad, theirs.grad) if train else ours.grad is None
+        if train:
+            assert_close(ours.grad, eagers.grad, atol=1e-4, rtol=1e-3)  # thunder's batch norm sums in its order
+    for ours, theirs, eagers in zip(*(m.buffers() for m in (*jitted, model)), strict=True):
+        assert torch.equal(ours, theirs)
+        assert_close(ours, eagers)
+    return jitted[0], jitted[1]
+
+
+def test_the_blocks_of_an_nn_sequential_are_replayed_and_the_modules_of_their_mlp_are_not():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Sequential(*(MixerBlock() for _ in range(4))), nn.Linear(8, 2)).eval()
+    replayed, interpreted = run_three_ways(model, torch.randn(2, 3, 4), train=False)
+    # the candidates are the four blocks: not the outer Sequential's Linears (of two classes), nor the MLPs' modules
+    # (one-op modules, which a replay would only slow)
+    assert [(c.path, c.how) for c in traced_blocks(replayed).calls] == [("1.0", "interpreted")] + [
+        (f"1.{i}", "replayed") for i in (1, 2, 3)]  # fmt: skip
+    ops = [len(thunder.last_traces(j)[-1].bound_symbols) for j in (replayed, interpreted)]
+    assert ops[0] <= ops[1], ops
+
+
+def test_a_resnet_stage_in_training_replays_its_blocks_with_eagers_running_stats_and_gradients(caplog, executor_set):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    stage = nn.Sequential(Basic(4, 8, stride=2), Basic(8, 8), Basic(8, 8))
+    replayed, _ = run_three_ways(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), stage), torch.randn(2, 3, 8, 8),
+                                 train=True)  # fmt: skip
+    # the first block takes 4 channels and has a shortcut; the others replay the second's record, the batch norms'
+    # writes of their running stats included, which keep each call of a block program out (grad is on)
+    assert hows(replayed) == ["interpreted", "interpreted", "replayed"]
+    (summary,) = [r.getMessage() for r in caplog.records if "calls of repeated blocks" in r.getMessage()]
+    assert "1 interpreted: arguments of other metadata or values, recorded" in summary, summary
+    if executor_set == "defaults":  # the torch.compile executor's compilations ask for no programs
+        assert "without a block program: its batch_norm writes inside an op" in summary, summary
+
+
 @pytest.mark.executor_sets("defaults")  # CI time: the torch.compile executor is in the growing cache's own tests
 @pytest.mark.parametrize("programs", [False, True], ids=["replayed", "block programs"])
 def test_growth_and_new_length_buckets_replay_and_stay_strict(caplog, programs):

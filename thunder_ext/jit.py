@@ -36,7 +36,8 @@ def jit(
     ``strict=True`` raises instead of falling back to a copy for a write it cannot prove.
 
     ``replay_blocks``: thunder's interpreter traces the first call of each kind of repeated block (an element of a
-    ``torch.nn.ModuleList`` of ``fn``: litgpt's ``Block``, an HF decoder layer) and replays the others from it,
+    ``torch.nn.ModuleList`` of ``fn``: litgpt's ``Block``, an HF decoder layer; or a child of an ``nn.Sequential``
+    whose class repeats there and which holds modules: a ViT's block) and replays the others from it,
     each with its own parameters and buffers, instead of interpreting their Python again; a call that a replay
     would not trace exactly is interpreted (``thunder_ext/regional/replay.py``). The compile log says,
     per compilation, how many calls were replayed and why any other was interpreted.

@@ -4,8 +4,9 @@ thunder 0.2.6 interprets the Python of every layer and takes the whole model's t
 so compile time grows with depth. Here, in the compilations of a ``RegionalTransform`` (``InplaceTransform`` is
 one):
 
-- ``replay``: the first call of each kind of block (an element of one of the model's ``nn.ModuleList``s) is
-  interpreted and recorded; each later one whose key matches is replayed from the record with its own tensors;
+- ``replay``: the first call of each kind of block (an element of one of the model's ``nn.ModuleList``s, or a
+  repeated block of an ``nn.Sequential``) is interpreted and recorded; each later one whose key matches is replayed
+  from the record with its own tensors;
 - ``keys``: what a call must share with a record to replay it;
 - ``programs``: a record's ops compiled once through every stage and executor of the model's compilation, as a
   block program that each layer calls as one op;

@@ -4,7 +4,8 @@ replayed from the record with its own tensors, without interpreting its Python a
 thunder 0.2.6's interpreter runs the Python of every call, so a model of 30 identical blocks (litgpt's ``Block``,
 an HF decoder layer) costs 30 interpretations of the same code, 94% of a compilation. The interpreter hands each
 module call to the compilation's transform (``thunder026/module_calls.py``); ``RegionalTransform`` hands here the
-calls of the elements of the jitted module's ``nn.ModuleList``s:
+calls of the candidate blocks (``_blocks``: the elements of the jitted module's ``nn.ModuleList``s, and the repeated
+blocks of its ``nn.Sequential``s):
 
 - **Record.** The first call of a kind is interpreted while the interpreter's detectors watch it. The record keeps
   the bound symbols the call appended, the access path of each tensor of the module they read (``keys``), the
@@ -96,16 +97,29 @@ class _Compilation:
     def __init__(self, transform: RegionalTransform) -> None:
         self.transform = transform
         self.traced = transform.traced_blocks = TracedBlocks()
-        # candidates: the elements of the jitted module's ModuleLists, by id, with their names
-        self.candidates: dict[int, str] = {}
+        self.candidates: dict[int, str] = {}  # the candidate blocks (``_blocks``), by id, with their names
         self.classes: Counter = Counter()  # how many candidates of each class
         root = get_compile_data().fn
         if isinstance(root, torch.nn.Module):
-            for name, m in root.named_modules():
-                if isinstance(m, torch.nn.ModuleList):
-                    self.candidates.update((id(c), f"{name}.{i}" if name else str(i)) for i, c in enumerate(m))
-                    self.classes.update(type(c) for c in m)
+            for name, block in _blocks(root):
+                self.candidates[id(block)] = name
+                self.classes[type(block)] += 1
         self.records: dict[type, list[_Record]] = {}
+
+
+def _blocks(root: torch.nn.Module):
+    """``(name, module)`` of each candidate block of ``root``: every element of an ``nn.ModuleList``, and each child
+    of an ``nn.Sequential`` whose class repeats among its siblings and which holds modules of its own (a ViT's or a
+    ResNet stage's blocks; not the ``Linear``s and activations of an MLP, one op each, which a replay or a program
+    call would only slow)."""
+    for name, container in root.named_modules():
+        children = list(container.named_children())
+        if isinstance(container, torch.nn.Sequential):
+            repeats = Counter(type(c) for _, c in children)
+            children = [(n, c) for n, c in children if repeats[type(c)] > 1 and next(c.children(), None) is not None]
+        elif not isinstance(container, torch.nn.ModuleList):
+            continue
+        yield from ((f"{name}.{n}" if name else n, c) for n, c in children)
 
 
 def trace_module_call(transform: RegionalTransform, call: ModuleCall) -> Any:

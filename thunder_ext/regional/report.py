@@ -45,5 +45,5 @@ class TracedBlocks:
         why = Counter(c.reason for c in self.calls if c.how == "interpreted" and c.reason != FIRST)
         line += "".join(f"; {n} interpreted: {reason}" for reason, n in why.items())
         line += "".join(f"; {'loaded' if p.loaded else 'compiled'} {p.cls} once{' with its backward' * bool(p.split)} "
-                        f"({p.seconds:.1f} s), called {n} times" for p, n in self.called.items())  # fmt: skip
+                        f"({p.seconds:.1f} s), called {n} time{'s' * (n != 1)}" for p, n in self.called.items())  # fmt: skip
         return line + "".join(f"; {n} without a block program: {why}" for why, n in self.not_called.items())
