@@ -441,7 +441,7 @@ def make_program(seed: int, index: int) -> Program:
             source.write(f)
         params[name] = f.values
     source.two_outputs = rng.random() < 0.25
-    # drawn apart, so that each seed's programs are what they were before Sequential blocks were candidates
+    # drawn apart, so that each seed's programs are otherwise what they were before Sequential blocks were candidates
     source.container = "Sequential" if random.Random(f"block:{seed}:{index}:container").random() < 0.3 else "ModuleList"
     if source.buffers and rng.random() < 0.3:
         source.read_a_buffer_before_the_layers(rng)

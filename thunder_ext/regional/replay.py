@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +108,7 @@ class _Compilation:
         self.records: dict[type, list[_Record]] = {}
 
 
-def _blocks(root: torch.nn.Module):
+def _blocks(root: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Module]]:
     """``(name, module)`` of each candidate block of ``root``: every element of an ``nn.ModuleList``, and each child
     of an ``nn.Sequential`` whose class repeats among its siblings and which holds modules of its own (a ViT's or a
     ResNet stage's blocks; not the ``Linear``s and activations of an MLP, one op each, which a replay or a program
