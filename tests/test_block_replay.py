@@ -436,8 +436,8 @@ def test_the_blocks_of_an_nn_sequential_are_replayed_and_the_modules_of_their_ml
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Sequential(*(MixerBlock() for _ in range(4))), nn.Linear(8, 2)).eval()
     replayed, interpreted = run_three_ways(model, torch.randn(2, 3, 4), train=False)
-    # the candidates are the four blocks: not the outer Sequential's Linears (of two classes), nor the MLPs' modules
-    # (one-op modules, which a replay would only slow)
+    # the candidates are the four blocks: not the outer Sequential's two Linears nor the MLPs' modules (one-op
+    # modules holding none, which a replay would only slow)
     assert [(c.path, c.how) for c in traced_blocks(replayed).calls] == [("1.0", "interpreted")] + [
         (f"1.{i}", "replayed") for i in (1, 2, 3)]  # fmt: skip
     ops = [len(thunder.last_traces(j)[-1].bound_symbols) for j in (replayed, interpreted)]
