@@ -70,14 +70,17 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return None
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT_TEST"))}
     env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
-    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", pyfuncitem.nodeid]
+    command = [sys.executable, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider", pyfuncitem.nodeid]
     done = subprocess.run(command, cwd=pyfuncitem.config.rootpath, env=env, capture_output=True, text=True, check=False,
                           timeout=900)  # fmt: skip
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     outcomes = {outcome: int(n) for n, outcome in re.findall(r"(\d+) (\w+)", summary)}
     counted = {k: v for k, v in outcomes.items() if not k.startswith(("warning", "deselected"))}
     if done.returncode != 0 or counted != {"passed": 1}:
-        pytest.fail(f"in a process of its own (rc {done.returncode}):\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}")
+        # the traceback first: the captured logs after it can run to megabytes (torch's compile traces)
+        failure = done.stdout.partition(" FAILURES ")[2][:6000]
+        pytest.fail(f"in a process of its own (rc {done.returncode}):\n{failure}\n[...]\n{done.stdout[-2000:]}\n"
+                    f"{done.stderr[-2000:]}")  # fmt: skip
     return True
 
 

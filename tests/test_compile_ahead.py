@@ -9,6 +9,7 @@ import copy
 import importlib
 import logging
 import os
+import threading
 import time
 
 import pytest
@@ -105,7 +106,12 @@ def ahead_lines(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "ahead" in r.getMessage() or "waited" in r.getMessage()]
 
 
-def test_each_growth_and_new_length_bucket_runs_the_call_compiled_ahead_with_eagers_logits_and_caches(cache_on, caplog):
+def test_each_growth_and_new_length_bucket_runs_the_call_compiled_ahead_with_eagers_logits_and_caches(
+    cache_on, caplog, monkeypatch, tmp_path
+):
+    # Inductor's cache cold, as on a fresh machine: where the torch.compile executor's kernels compile, Inductor
+    # would start threads in this process, and a child forked beside them waits forever (the CI run of 2026-12-07)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     eager, jitted = generated_ahead(caplog, 60)  # growths at 16 and 32
     assert_caches_hold_eagers(jitted, eager, 60)
     # compiled here: the prompt's chunk and the step at 16; every larger bucket's step and growth copy was loaded
@@ -131,6 +137,30 @@ def test_each_growth_and_new_length_bucket_runs_the_call_compiled_ahead_with_eag
     ]
     decisions = thunder_ext.inplace_decisions(jitted)
     assert decisions and not [d for d in decisions if d.how == "copy"], decisions
+    assert threading.active_count() == 1, threading.enumerate()  # this process stayed forkable
+
+
+@pytest.mark.executor_sets("defaults")
+def test_a_thread_started_after_set_up_stops_the_compiling_ahead_at_the_next_fork(cache_on, caplog):
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    eager, jitted = eager_and_jitted()
+    stop = threading.Event()
+    with torch.inference_mode():
+        prefill_both(eager, jitted)  # forks the first child, for the step at 32
+        thread = threading.Thread(target=stop.wait, name="the user's thread")
+        thread.start()
+        try:
+            decode_both(eager, jitted, range(PROMPT, 40))  # the growth to 32 takes the first child's step
+        finally:
+            stop.set()
+            thread.join()
+    assert_caches_hold_eagers(jitted, eager, 40)
+    assert [(c.capacity, c.idx.shape) for c in ahead_of(jitted).handed_back] == [(32, (1, 1))]
+    stopped = [line for line in ahead_lines(caplog) if line.startswith("thunder_ext: no more is compiled ahead")]
+    assert stopped == ["thunder_ext: no more is compiled ahead: other Python threads run in this process (the "
+                       "user's thread), whose locks a forked process could find held"], ahead_lines(caplog)  # fmt: skip
+    assert ahead_of(jitted).closed and ahead_of(jitted).child is None and not ahead_of(jitted).queue
+    assert compiled_here(jitted) == 3  # the prompt's chunk, the steps at 16 and 64; the step at 32 was loaded
 
 
 @pytest.mark.executor_sets("defaults")

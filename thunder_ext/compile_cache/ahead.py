@@ -16,7 +16,11 @@ compiles, so an entry runs only for a call it was compiled for. The rules, each 
    child that compiled but handed nothing back (the cache stores no entry naming an nvFuser region) stops the
    compiling ahead: the others would hand back nothing either.
 4. **Only where forking is sound**: Linux, no other Python thread, no CUDA context in this process (a forked child cannot use one), and
-   the compile cache on for every function the child compiles (the entries come back through it).
+   the compile cache on for every function the child compiles (the entries come back through it). The threads are
+   checked again at each fork: one started since stops the compiling ahead, said so. This process's own compilations
+   start none (``forkable``): Inductor, the torch.compile executor's, would otherwise compile their kernels on a pool
+   of threads it keeps, whose queue a child waits on forever, and torch's FX interpreter opens a (disabled) tqdm
+   bar, whose class starts a monitor thread that runs until the process ends.
 5. **The child is quiet**: its stdout and stderr go to ``/dev/null`` and its logging is off, it runs torch on one
    thread at a lower priority (``nice`` 10), and it is killed when its owner is closed or collected, or when this
    process exits.
@@ -32,11 +36,18 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import thunder
 import torch
+from torch._inductor import config as inductor_config
+
+try:
+    from tqdm import tqdm  # torch's progress bars, when it is installed
+except ImportError:
+    tqdm = None
 
 from thunder_ext.compile_cache.attach import cache_loads, cached, load_new
 
@@ -51,6 +62,11 @@ def _compilations(compiled: Sequence[Callable]) -> list[int]:
     return [thunder.cache_misses(f) - cache_loads(f) for f in compiled]
 
 
+def _other_threads() -> str:
+    """The names of the Python threads running beside this one, or an empty string."""
+    return ", ".join(t.name for t in threading.enumerate() if t is not threading.current_thread())
+
+
 def unavailable(compiled: Sequence[Callable]) -> str | None:
     """Why the functions ``compiled`` cannot be compiled ahead here (rule 4), or None."""
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
@@ -59,8 +75,8 @@ def unavailable(compiled: Sequence[Callable]) -> str | None:
         os.close(os.pidfd_open(os.getpid()))
     except OSError:
         return "this kernel cannot wait for a process with a limit (pidfd_open: Linux 5.3 and later)"
-    if threading.active_count() > 1:  # a child would find their locks held, forever (a pytest-xdist worker's)
-        return "other Python threads run in this process, whose locks a forked process could find held"
+    if threads := _other_threads():  # a child would find their locks held, forever (a pytest-xdist worker's)
+        return f"other Python threads run in this process ({threads}), whose locks a forked process could find held"
     if torch.cuda.is_initialized():
         return "this process holds a CUDA context, which a forked process cannot use"
     if not all(cached(f) for f in compiled):
@@ -109,7 +125,11 @@ class CompileAhead:
             if pid == 0:
                 return
             self._ended(status, usage)
-        if self.queue:
+        if self.queue and (threads := _other_threads()):  # rule 4, at each fork
+            log.info("thunder_ext: no more is compiled ahead: other Python threads run in this process (%s), whose "
+                     "locks a forked process could find held", threads)  # fmt: skip
+            self.close()
+        elif self.queue:
             self._fork(self.queue.pop(0))
 
     def wait_for(self, target: Hashable, limit: float) -> None:
@@ -129,6 +149,24 @@ class CompileAhead:
             log.info("thunder_ext: waited %.1f s for the second process compiling %s", waited, self._described(target))
             self._ended(*ended)
         self.poll()
+
+    @contextmanager
+    def forkable(self) -> Iterator[None]:
+        """This process's compilations within start no thread (rule 4): Inductor's kernels compile one after another
+        here, not on its pool, and tqdm's bars start no monitor. Each library's own switch: Inductor's
+        ``compile_threads`` and tqdm's documented ``monitor_interval = 0``."""
+        if self.closed:
+            yield
+            return
+        interval = tqdm.monitor_interval if tqdm is not None else None
+        try:
+            if tqdm is not None:
+                tqdm.monitor_interval = 0
+            with inductor_config.patch(compile_threads=1):
+                yield
+        finally:
+            if tqdm is not None:
+                tqdm.monitor_interval = interval
 
     def close(self) -> None:
         """Kills the running child, if any, and compiles nothing more."""

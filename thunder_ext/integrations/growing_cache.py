@@ -46,6 +46,7 @@ The rules, each with its test in ``tests/test_growing_cache.py``:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import types
@@ -452,14 +453,18 @@ class BucketedForward:
 
     def _logged(self, compiled: Callable, shape: tuple, named: Callable[[], tuple[str, str]], call: Callable[[], object]):
         """``call()``, a call of the thunder-compiled ``compiled``. The first call of each ``shape`` is logged before
-        and after, with its compile time, as ``named()`` names the function and the bucket."""
+        and after, with its compile time, as ``named()`` names the function and the bucket. Any call can compile
+        (a torch.compile region recompiles where its guards fail): each keeps this process forkable for rule 8."""
+        forkable = self.ahead.forkable() if self.ahead is not None else contextlib.nullcontext()
         if shape in self.shapes_seen:
-            return call()
+            with forkable:
+                return call()
         self.shapes_seen.add(shape)
         name, bucket = named()
         log.info("thunder_ext: compiling %s for %s ...", name, bucket)
         misses, loaded, start = thunder.cache_misses(compiled), cache_loads(compiled), time.perf_counter()
-        result = call()
+        with forkable:
+            result = call()
         seconds = time.perf_counter() - start
         if cache_loads(compiled) > loaded:  # thunder counts it a miss too
             log.info("thunder_ext: loaded %s for %s from the compile cache in %.1f s", name, bucket, seconds)
