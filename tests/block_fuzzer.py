@@ -524,6 +524,11 @@ DECISIONS_AGAINST: dict[str, tuple[str, Callable[[Counter, Counter], bool]]] = {
 }
 
 
+def _exception_line() -> str:
+    """The exception being handled, on one line: its traceback's last line can be a hint, or empty (Dynamo's)."""
+    return traceback.format_exception_only(*sys.exc_info()[:2])[0].strip()
+
+
 def run_program(program: Program, folder: Path) -> Outcome:
     """``program`` eagerly and each of ``WAYS``, three calls each with an edit before the third; compared."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -543,7 +548,7 @@ def run_program(program: Program, folder: Path) -> Outcome:
             try:
                 want, want_grads = _call(roots["eager"], roots["eager"], eager_x, pos, program.grad)
             except Exception:  # noqa: BLE001
-                outcome.discarded = "eager fails:\n" + traceback.format_exc(limit=-3)
+                outcome.discarded = "eager fails:\n" + _exception_line() + "\n" + traceback.format_exc(limit=-3)
                 return outcome
             decisions = {}
             # after the edit the loaded way traces first, where the compile cache holds only the block programs of
@@ -559,7 +564,7 @@ def run_program(program: Program, folder: Path) -> Outcome:
                     got, grads = _call(jitted[way], roots[way], way_x, pos, program.grad)
                 except Exception:
                     if way == REFERENCE:
-                        outcome.discarded = "the interpreted way fails:\n" + traceback.format_exc(limit=-3)
+                        outcome.discarded = "the interpreted way fails:\n" + _exception_line() + "\n" + traceback.format_exc(limit=-3)
                         return outcome
                     raise
                 compared = [("output", got, want), ("gradients", grads, want_grads), ("input", way_x, eager_x),
@@ -610,7 +615,7 @@ class Summary(Runs):
         ]
         reasons = sum((o.reasons for o in self.outcomes), Counter())
         lines += [f"  interpreted {k}x: {reason}" for reason, k in reasons.most_common(12)]
-        why = Counter(o.discarded.splitlines()[-1] for o in self.discarded)
+        why = Counter(o.discarded.splitlines()[1] for o in self.discarded)
         lines += [f"  discarded {k}x: {reason}" for reason, k in why.most_common(5)]
         for o in self.wrong[:shown]:
             lines += ["", f"WRONG: {o.program.name}: {o.error or '; '.join(o.differs)}", o.program.show()]
