@@ -15,12 +15,12 @@ compiles, so an entry runs only for a call it was compiled for. The rules, each 
 3. **A child that fails hands nothing back**: the log says so, and its target compiles when its call comes. A
    child that compiled but handed nothing back (the cache stores no entry naming an nvFuser region) stops the
    compiling ahead: the others would hand back nothing either.
-4. **Only where forking is sound**: Linux, no other Python thread, no CUDA context in this process (a forked child cannot use one), and
-   the compile cache on for every function the child compiles (the entries come back through it). The threads are
-   checked again at each fork: one started since stops the compiling ahead, said so. This process's own compilations
-   start none (``forkable``): Inductor, the torch.compile executor's, would otherwise compile their kernels on a pool
-   of threads it keeps, whose queue a child waits on forever, and torch's FX interpreter opens a (disabled) tqdm
-   bar, whose class starts a monitor thread that runs until the process ends.
+4. **Only where forking is sound**: Linux, no other Python thread, no CUDA context in this process (a forked child
+   cannot use one), and the compile cache on for every function the child compiles (the entries come back through
+   it). The threads are checked again at each fork: one started since stops the compiling ahead, said so. The calls
+   its owner makes here start none (``forkable``): Inductor, the torch.compile executor's, would otherwise compile
+   their kernels on a pool of threads it keeps, whose queue a child waits on forever, and torch's FX interpreter
+   opens a (disabled) tqdm bar, whose class starts a monitor thread that runs until the process ends.
 5. **The child is quiet**: its stdout and stderr go to ``/dev/null`` and its logging is off, it runs torch on one
    thread at a lower priority (``nice`` 10), and it is killed when its owner is closed or collected, or when this
    process exits.
