@@ -524,9 +524,11 @@ DECISIONS_AGAINST: dict[str, tuple[str, Callable[[Counter, Counter], bool]]] = {
 }
 
 
-def _exception_line() -> str:
-    """The exception being handled, on one line: its traceback's last line can be a hint, or empty (Dynamo's)."""
-    return traceback.format_exception_only(*sys.exc_info()[:2])[0].strip()
+def _failure(who: str) -> str:
+    """Why a program is discarded: ``who`` fails, the exception being handled on one line (its traceback's last line
+    can be a hint, or empty: Dynamo's), then its traceback."""
+    line = traceback.format_exception_only(*sys.exc_info()[:2])[0].strip()
+    return f"{who} fails:\n{line}\n{traceback.format_exc(limit=-3)}"
 
 
 def run_program(program: Program, folder: Path) -> Outcome:
@@ -548,7 +550,7 @@ def run_program(program: Program, folder: Path) -> Outcome:
             try:
                 want, want_grads = _call(roots["eager"], roots["eager"], eager_x, pos, program.grad)
             except Exception:  # noqa: BLE001
-                outcome.discarded = "eager fails:\n" + _exception_line() + "\n" + traceback.format_exc(limit=-3)
+                outcome.discarded = _failure("eager")
                 return outcome
             decisions = {}
             # after the edit the loaded way traces first, where the compile cache holds only the block programs of
@@ -564,7 +566,7 @@ def run_program(program: Program, folder: Path) -> Outcome:
                     got, grads = _call(jitted[way], roots[way], way_x, pos, program.grad)
                 except Exception:
                     if way == REFERENCE:
-                        outcome.discarded = "the interpreted way fails:\n" + _exception_line() + "\n" + traceback.format_exc(limit=-3)
+                        outcome.discarded = _failure("the interpreted way")
                         return outcome
                     raise
                 compared = [("output", got, want), ("gradients", grads, want_grads), ("input", way_x, eager_x),
