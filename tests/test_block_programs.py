@@ -195,6 +195,18 @@ def training_step(model: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, li
     return logits, [p.grad for p in model.parameters()]
 
 
+def eagers_training_step(jitted: nn.Module, eager: nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """A training step of each, ``jitted``'s logits and gradients (None where eager's are) asserted eager's."""
+    logits, grads = training_step(jitted, ids)
+    expected, expected_grads = training_step(eager, ids)
+    assert_close(logits, expected)
+    for got, want in zip(grads, expected_grads, strict=True):
+        assert (got is None) == (want is None)
+        if got is not None:
+            assert_close(got, want, atol=1e-4, rtol=1e-4)  # Inductor's fused sums round otherwise
+    return logits, grads
+
+
 def test_with_grad_a_block_program_and_its_backward_compute_eagers_training_step(caplog, executor_set):
     """A litgpt model as it loads (parameters that require grad), one training step: each layer one call of its
     block's forward, and one of its backward, under the jit and the plugin; logits and every gradient as eager's
@@ -227,14 +239,7 @@ def test_with_grad_a_layer_whose_parameters_are_frozen_shares_no_program_with_th
     eager.transformer.h[1].requires_grad_(False)  # a frozen layer between two trained ones: no gradient of its own
     model = copy.deepcopy(eager)
     jitted = thunder_ext.jit(model, block_programs=True)
-    ids = torch.randint(0, VOCAB, (2, 12))
-    logits, grads = training_step(eager, ids)
-    ours, our_grads = training_step(jitted, ids)
-    assert_close(ours, logits)
-    for got, expected in zip(our_grads, grads, strict=True):
-        assert (got is None) == (expected is None)
-        if got is not None:
-            assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    eagers_training_step(jitted, eager, torch.randint(0, VOCAB, (2, 12)))
     assert calls_of(jitted, "backward") == 3  # the frozen layer's passes its input's gradient on
     called = [re.findall(r"once with its backward \(\d+\.\d s\), called (\d) times?", m) for m in summaries(caplog)]
     assert [sorted(c) for c in called] == [["1", "2"]], summaries(caplog)
@@ -419,6 +424,38 @@ def test_a_deeper_model_loads_the_block_programs_a_shallower_one_stored_and_comp
     with pytest.raises(AssertionError, match="Tensor-likes are not close"):
         run(3, compile_cache=True, norm_eps=1e-3)
     assert "loaded Block once" in " ".join(summaries(caplog))
+
+
+def test_with_grad_a_deeper_model_loads_the_block_programs_and_backwards_a_shallower_one_stored(
+    caplog, monkeypatch, tmp_path, executor_set
+):
+    """Under grad each block program is stored apart with its backward (what the forward saves, the gradients the
+    backward gives): a deeper litgpt model in training loads them, and its logits and every gradient are eager's and
+    a fresh compilation's; a layer whose parameters are frozen (another ``requires_grad``) loads none."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    ids = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(0))
+
+    def step(n_layer: int, compile_cache: bool, frozen: int | None = None):
+        torch.manual_seed(0)
+        eager = small_llama(n_layer=n_layer).train()
+        if frozen is not None:
+            eager.transformer.h[frozen].requires_grad_(False)
+        jitted = thunder_ext.jit(copy.deepcopy(eager), block_programs=True, compile_cache=compile_cache)
+        caplog.clear()
+        logits, grads = eagers_training_step(jitted, eager, ids)
+        assert calls_of(jitted, "forward") == n_layer and calls_of(jitted, "backward") == n_layer
+        return [logits, *(g for g in grads if g is not None)], " ".join(summaries(caplog))
+
+    step(2, compile_cache=True)
+    tensors, summary = step(3, compile_cache=True)
+    assert "loaded Block once with its backward" in summary and "compiled Block" not in summary, summary
+    fresh, fresh_summary = step(3, compile_cache=False)
+    assert "compiled Block once with its backward" in fresh_summary, fresh_summary
+    assert all(torch.equal(a, b) for a, b in zip(tensors, fresh, strict=True))
+    # the first layer frozen: the ops of the stored program's (its proxies' names too) but for their requires_grad
+    _, summary = step(3, compile_cache=True, frozen=0)
+    assert "loaded" not in summary and summary.count("compiled Block once with its backward") == 2, summary
 
 
 def _first_trace(fn, *args):

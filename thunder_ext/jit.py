@@ -48,9 +48,9 @@ def jit(
     from the record, where the model's trace cannot tell it from the block's ops (``transforms/block_calls.py``);
     the log says ``compiled Block once (0.3 s), called 30 times``, or why a call called none. Under grad, a block
     that writes nothing and returns tensors is compiled with its backward: the forward trace calls its forward, the
-    backward trace its backward. With the compile cache each program made without grad is stored apart too, keyed
-    by the block's ops: a deeper model of the same blocks logs ``loaded Block``. ``False``: each replay appends the
-    block's ops to the model's trace.
+    backward trace its backward. With the compile cache each program (under grad, with its backward) is stored apart
+    too, keyed by the block's ops: a deeper model of the same blocks logs ``loaded Block``. ``False``: each replay
+    appends the block's ops to the model's trace.
 
     With nvFuser among the executors (thunder's defaults include it where it loads), its fusion
     pass takes CUDA writes into its regions, and the transform proves each or gives it back to

@@ -22,7 +22,9 @@ from pathlib import Path
 import thunder
 import torch
 from thunder.core.compile_data import get_compile_data
+from thunder.core import devices, dtypes
 from thunder.core.proxies import NumberProxy, TensorProxy
+from thunder.core.trace import TraceCtx, tracectx
 
 from thunder_ext.compile_cache import store
 from thunder_ext.compile_cache.key import changed_source, depends_on, file_now, key_of, source_names
@@ -45,6 +47,7 @@ from thunder_ext.thunder026.cache_entries import (
     try_first,
 )
 from thunder_ext.thunder026.interpreted_code import files_interpreted
+from thunder_ext.thunder026.trace_programs import Pipelined
 from thunder_ext.transforms import InplaceDecision, InplaceTransform
 
 log = logging.getLogger("thunder_ext")
@@ -231,7 +234,9 @@ class _BlockStore:
     (its key: versions, executors, transforms, options), grad mode and autocast. Another model of the same blocks (a
     deeper one) traces the same ops, so loads the program instead of compiling it; ops that differ in anything the
     digest names miss. A block's program takes its module's tensors as arguments and names no compiled object
-    (``None`` below: one that did would not be storable)."""
+    (``None`` below: one that did would not be storable). Under grad it is a forward and a backward, stored with the
+    metadata of what the forward saves and of each gradient the backward gives (``Pipelined``), from which a call's
+    grad transform makes its outputs' proxies."""
 
     def __init__(self, fields: dict) -> None:
         self.fields = fields
@@ -246,7 +251,7 @@ class _BlockStore:
         fields = {**self.fields, "block": traced, "grad": grad, "autocast": autocast_now()}
         return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32], fields
 
-    def load(self, key: tuple[str, dict]) -> tuple[Callable, list[InplaceDecision]] | None:
+    def load(self, key: tuple[str, dict]) -> tuple[Pipelined, list[InplaceDecision]] | None:
         if store.verifying():  # each compiles, and its save compares
             return None
         for stored in sorted(store.entries(key[0]), key=lambda s: s.last_used, reverse=True):
@@ -254,7 +259,12 @@ class _BlockStore:
             try:
                 if not _current(stored, key[1]):
                     continue
-                run = rebuilt(Program.loaded(payload["programs"]["computation"]), None, payload["autocast"])
+                runs = {role: None if p is None else rebuilt(Program.loaded(p), None, payload["autocast"])
+                        for role, p in payload["programs"].items()}  # fmt: skip
+                with tracectx(TraceCtx()):  # the proxies of what the forward saves and the backward gives
+                    saved = tuple(_proxy(meta) for meta in payload["saved"])
+                    grads = tuple((i, _proxy(meta)) for i, meta in payload["grads"])
+                built = Pipelined(runs["computation"], [], runs["backward"], saved, grads)
                 decisions = _decisions_here(payload)
             except (NotStorable, KeyError, TypeError, ValueError, SyntaxError) as e:
                 log.warning("thunder_ext: compile cache: ignored and removed %s: %s", stored.path, e)
@@ -263,18 +273,21 @@ class _BlockStore:
             store.mark_used(stored.path)
             log.info("thunder_ext: loaded %s from the compile cache in %.2f s", payload["describe"],
                      time.perf_counter() - start)  # fmt: skip
-            return run, decisions
+            return built, decisions
         return None
 
-    def save(self, key: tuple[str, dict], name: str, seconds: float, run: Callable,
+    def save(self, key: tuple[str, dict], name: str, seconds: float, built: Pipelined,
              decisions: list[InplaceDecision]) -> None:  # fmt: skip
         try:
-            program = program_of(run, None)
+            backward = None if built.backward is None else program_of(built.backward, None)
+            programs = {"computation": program_of(built.run, None), "backward": backward}
             payload = {
                 "key": key[1],
                 "describe": name,
-                "depends_on": depends_on(self.fields, set(), {"computation": program}),
-                "programs": {"computation": dataclasses.asdict(program)},
+                "depends_on": depends_on(self.fields, set(), programs),
+                "programs": {role: dataclasses.asdict(p) if p is not None else None for role, p in programs.items()},
+                "saved": [_proxy_meta(p) for p in built.saved],
+                "grads": [(i, _proxy_meta(g)) for i, g in built.grads],
                 "guard": None,
                 "decisions": [dataclasses.asdict(d) for d in decisions],
                 "decision_files": source_names({d.source.partition(":")[0] for d in decisions if d.source}),
@@ -284,6 +297,17 @@ class _BlockStore:
             log.info("thunder_ext: compiled %s in %.1f s; not saved to the compile cache: %s", name, seconds, e)
             return
         _saved(key[0], name, seconds, payload)
+
+
+def _proxy_meta(p: TensorProxy) -> list:
+    """What a block program's forward saves, or its backward gives, as the store keeps it: a tensor's metadata."""
+    return [list(p.shape), str(dtypes.to_torch_dtype(p.dtype)), p.device.device_str(), p.requires_grad]
+
+
+def _proxy(meta: list) -> TensorProxy:
+    shape, dtype, device, requires_grad = meta
+    return TensorProxy(shape=shape, dtype=dtypes.to_dtype(getattr(torch, dtype.removeprefix("torch."))),
+                       device=devices.to_device(device), requires_grad=requires_grad)  # fmt: skip
 
 
 def _comparable(payload: dict) -> dict:

@@ -27,9 +27,10 @@ transform answers through ``RegionalTransform.block_program_writes``); here is h
 
 The compile cache stores a program within the entry of each compilation that calls it, as a program text of its own
 (``cache_entries.Program.blocks``; a differentiated call's forward and backward, each in the trace that calls it); a
-loaded entry calls the program rebuilt from it. It stores each program made without grad apart too, keyed by the block's
-traced ops (``RegionalTransform.block_store``): a model of another depth has another entry, traces the same blocks, and
-loads their programs instead of compiling them.
+loaded entry calls the program rebuilt from it. It stores each program apart too (under grad, its forward and backward
+with what they save and give), keyed by the block's traced ops, its arguments' ``requires_grad`` included
+(``RegionalTransform.block_store``): a model of another depth has another entry, traces the same blocks, and loads
+their programs instead of compiling them.
 """
 
 from __future__ import annotations
@@ -99,10 +100,10 @@ class ProgramStore(Protocol):
     def key(self, computation: TraceCtx) -> Any | None:
         """The key of the program compiled from ``computation`` in this compilation; None where it has none."""
 
-    def load(self, key: Any) -> tuple[Callable, list] | None:
-        """The stored program's computation and decisions."""
+    def load(self, key: Any) -> tuple[trace_programs.Pipelined, list] | None:
+        """The stored program (its computation, or its forward and backward) and its decisions."""
 
-    def save(self, key: Any, name: str, seconds: float, run: Callable, decisions: list) -> None:
+    def save(self, key: Any, name: str, seconds: float, built: trace_programs.Pipelined, decisions: list) -> None:
         """Stores the program ``name``, compiled in ``seconds``, under ``key``."""
 
 
@@ -129,8 +130,7 @@ def compiled(record: Any, inputs: list[Proxy], written: frozenset[int], differen
                                              tuple(leaves) if flat else record.output, name)  # fmt: skip
     transform = extension_transform()
     store = transform.block_store
-    key = None if store is None or flat else store.key(computation)  # stored apart: programs made without grad
-    split = None
+    key = None if store is None else store.key(computation)
     loaded = None if key is None else store.load(key)
     if loaded is None:
         # the model's traced blocks: its transform logs them once the model is traced, not the program's
@@ -139,15 +139,15 @@ def compiled(record: Any, inputs: list[Proxy], written: frozenset[int], differen
             built = trace_programs.through_pipeline(computation)
         finally:
             transform.traced_blocks = traced
-        run, split = built.run, (built if built.backward is not None else None)
         decided = getattr(transform, "decisions", {})
         decisions = next((decided[t] for t in reversed(built.traces) if t in decided), [])
         if key is not None:
             described = ", ".join(p.type_string() for p in inputs if isinstance(p, TensorProxy))
-            store.save(key, f"{name}({described})", time.perf_counter() - start, run, decisions)
+            store.save(key, f"{name}({described})", time.perf_counter() - start, built, decisions)
     else:
-        run, decisions = loaded
-    return BlockProgram(record.cls.__name__, inputs, written, record.bsyms, record.output, record.made, run,
+        built, decisions = loaded
+    split = built if built.backward is not None else None
+    return BlockProgram(record.cls.__name__, inputs, written, record.bsyms, record.output, record.made, built.run,
                         decisions, time.perf_counter() - start, loaded is not None, flat, split)  # fmt: skip
 
 
