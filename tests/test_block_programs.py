@@ -23,7 +23,6 @@ import thunder_ext
 from helpers import VOCAB, caches, small_llama
 from thunder_ext.thunder026 import cache_entries
 from thunder_ext.regional.programs import program_called
-from thunder_ext.transforms import block_calls
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import thunder
 import torch
-from thunder.core.compile_data import get_compile_data
 from thunder.core import devices, dtypes
+from thunder.core.compile_data import get_compile_data
 from thunder.core.proxies import NumberProxy, TensorProxy
 from thunder.core.trace import TraceCtx, tracectx
 
