@@ -156,7 +156,7 @@ def test_a_block_that_writes_its_argument_calls_no_program(caplog, executor_set)
     torch.manual_seed(0)
     jitted = run_both(Stack(into_argument=True))
     assert calls_of_programs(jitted) == 0
-    why = "3 without a block program: it writes into a tensor that is not its module's"
+    why = "3 without a block program: it writes into one of its arguments"
     assert all(why in m for m in summaries(caplog)), summaries(caplog)
 
 
@@ -255,6 +255,107 @@ def test_an_hf_decoder_through_the_recipe_and_the_plugin_calls_its_program():
     compiled = thunder.compile(copy.deepcopy(model), recipe=HFTransformersRecipe(), plugins=[plugin])
     assert_close(hf_forward(compiled, ids), hf_forward(model, ids))
     assert calls_of_programs(compiled) == 3  # its three decoder layers, the interpreted first one too
+
+
+def hf_calls(compiled, model, steps: int = 2) -> None:
+    """A prefill and decode steps of a tiny HF Llama, ``compiled`` and eager, each with a ``GrowingStaticCache``:
+    the same logits and caches, each step's cache writes in place and its three decoder layers one program's calls."""
+    from thunder_ext.integrations.hf_transformers import GrowingStaticCache
+
+    def cache():
+        return GrowingStaticCache(config=model.config, max_batch_size=1, max_cache_len=32, min_capacity=16)
+
+    ours, theirs = cache(), cache()
+    ids, pos = torch.randint(0, VOCAB, (1, 6), generator=torch.Generator().manual_seed(0)), torch.arange(6)
+    with torch.inference_mode():
+        for _ in range(steps):
+            mask = (torch.arange(16) <= pos[:, None])[None, None]
+            kwargs = dict(attention_mask=mask, cache_position=pos, use_cache=True)
+            got = compiled(ids, past_key_values=ours, **kwargs).logits
+            assert_close(got, model(ids, past_key_values=theirs, **kwargs).logits)
+            for a, b in zip(ours.layers, theirs.layers, strict=True):
+                assert_close(a.keys, b.keys)
+                assert_close(a.values, b.values)
+            assert calls_of_programs(compiled) == 3
+            decisions = thunder_ext.inplace_decisions(compiled)
+            assert len(decisions) == 6 and all(d.how != "copy" for d in decisions), decisions
+            ids, pos = got[:, -1:].argmax(-1), pos[-1:] + 1
+
+
+def test_hf_decoder_layers_writing_a_growing_cache_call_one_program(caplog, executor_set):
+    """Each HF decoder layer reads its ``layer_idx`` (to index the cache), so each is interpreted as a record of its
+    own; their ops are the same but for their tensors, so all call the first one's program, which writes each
+    layer's cache in place (a tensor it reaches through the cache it takes, not its module's)."""
+    from test_block_replay import tiny_llama
+
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    model = tiny_llama()
+    hf_calls(thunder_ext.jit(copy.deepcopy(model), block_programs=True), model)
+    assert all(re.search(r"; compiled LlamaDecoderLayer once \(\d+\.\d s\), called 3 times$", m)
+               for m in summaries(caplog)) and len(summaries(caplog)) == 2, summaries(caplog)  # fmt: skip
+
+
+@pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
+def test_hf_decoder_layers_writing_a_growing_cache_through_the_recipe_and_the_plugin_call_one_program():
+    from test_block_replay import tiny_llama
+
+    from thunder_ext.integrations.hf_transformers import HFTransformersRecipe
+
+    model = tiny_llama()
+    plugin = thunder_ext.Inplace(block_programs=True)
+    hf_calls(thunder.compile(copy.deepcopy(model), recipe=HFTransformersRecipe(), plugins=[plugin]), model)
+
+
+class Indexed(nn.Module):
+    """A layer that reads its index: where ``changes_ops``, as a factor, so that each layer traces other ops; else
+    only to branch, the same way on every layer, so that each layer traces the first one's ops."""
+
+    def __init__(self, index: int, changes_ops: bool) -> None:
+        super().__init__()
+        self.linear, self.index, self.changes_ops = nn.Linear(8, 8), index, changes_ops
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.changes_ops:
+            x = x * (self.index + 1)
+        elif self.index < 0:
+            x = -x
+        return torch.tanh(self.linear(x))
+
+
+class IndexedStack(nn.Module):
+    def __init__(self, changes_ops: bool, n: int = 6) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(Indexed(i, changes_ops) for i in range(n))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_layers_of_the_same_ops_share_one_program_beyond_the_records_kept(caplog, executor_set):
+    """Six layers, each interpreted (its index differs and is read), four of them recorded: the first takes the
+    model's input, which thunder tags otherwise than a computed tensor, and compiles its program; the five others
+    call the second's, the two past the records kept too."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    jitted = run_both(IndexedStack(changes_ops=False), steps=1)
+    assert calls_of_programs(jitted) == 6
+    called = [re.findall(r"; (\w+) Indexed once \(\d+\.\d s\), called (\d) times?", m) for m in summaries(caplog)]
+    assert called == [[("compiled", "1"), ("compiled", "5")]], summaries(caplog)
+
+
+@pytest.mark.executor_sets("defaults")  # CI time: four programs; which records share one is the executors' concern
+def test_layers_whose_read_index_changes_their_ops_share_no_program(caplog):
+    """Each layer's ops differ (its index is a constant of them): four records compile a program each, called
+    once; the two calls past them are their ops, with eager's result."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    jitted = run_both(IndexedStack(changes_ops=True), steps=1)
+    assert calls_of_programs(jitted) == 4
+    [summary] = summaries(caplog)
+    assert re.findall(r"; (\w+) Indexed once \(\d+\.\d s\), called (\d) times?", summary) == [("compiled", "1")] * 4
+    assert summary.endswith("; 2 without a block program: more than 4 records and no program of its ops"), summary
 
 
 def loaded_without_blocks(cls, f: dict) -> cache_entries.Program:

@@ -3,8 +3,9 @@ the model's trace.
 
 Rule: the model's passes see a call as a pure op that reads its arguments and makes new outputs. So a call stands
 for the ops only where that is all the model's trace can tell of them:
-- the block writes nothing but the storage of its own module's tensors (a cache's buffers) and storage it made, and
-  returns nothing that may share storage with what it takes (``block_program_writes``, asked once per record);
+- the block writes nothing but storage it made and tensors it does not take as arguments: its module's (a cache's
+  buffers), or reached through an object it takes (the layer of HF's cache), and returns nothing that may share
+  storage with what it takes (``block_program_writes``, asked once per record);
 - in the model's trace, no op but that one call takes a tensor it writes, and the tensor is one of the trace's
   arguments (``inline_block_calls_sharing_written_state``, before any other pass reads the trace: any other call
   gets the block's ops back, as a replay appends them).
@@ -30,10 +31,10 @@ from thunder_ext.transforms.aliasing import Aliases
 from thunder_ext.transforms.op_kinds import is_copy_to_out, is_thunder_copy, thunder_inplace_write, unpacks_an_argument
 
 
-def block_program_writes(bsyms: list[BoundSymbol], inputs: list[Proxy], module_tensors: set,
+def block_program_writes(bsyms: list[BoundSymbol], inputs: list[Proxy], arguments: set,
                          output: Any) -> frozenset[int] | str:  # fmt: skip
-    """The positions among ``inputs`` whose storage ``bsyms`` write, where each is one of ``module_tensors`` and no
-    tensor of ``output`` may share storage with an input; else why a call may not stand for them."""
+    """The positions among ``inputs`` whose storage ``bsyms`` write, where none is one of the call's ``arguments``
+    (variables) and no tensor of ``output`` may share storage with an input; else why a call may not stand for them."""
     aliases = Aliases(bsyms)
     keys = [aliases.storage_key(p) if isinstance(p, TensorProxy) else None for p in inputs]
     written: set[int] = set()
@@ -43,8 +44,8 @@ def block_program_writes(bsyms: list[BoundSymbol], inputs: list[Proxy], module_t
                 return f"its {bsym.sym.name} writes inside an op"
             continue
         hit = {i for i, key in enumerate(keys) if key == aliases.storage_key(write[1])}
-        if any(variableify(inputs[i]) not in module_tensors for i in hit):
-            return "it writes into a tensor that is not its module's"
+        if any(variableify(inputs[i]) in arguments for i in hit):
+            return "it writes into one of its arguments"
         written |= hit
     for out in tree_flatten(output)[0]:
         if isinstance(out, TensorProxy) and aliases.storage_key(out) in keys:

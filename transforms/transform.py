@@ -49,8 +49,8 @@ class InplaceTransform(RegionalTransform):
         """The options that change what this transform makes of a trace (``thunder_ext.compile_cache``'s key)."""
         return {"strict": self.strict, "replay_blocks": self.replay_blocks, "block_programs": self.block_programs}
 
-    def block_program_writes(self, bsyms, inputs, module_tensors, output):
-        return block_program_writes(bsyms, inputs, module_tensors, output)
+    def block_program_writes(self, bsyms, inputs, arguments, output):
+        return block_program_writes(bsyms, inputs, arguments, output)
 
     def transform_traces_pre_prologue(
         self, prologue_trace, computation_trace, epilogue_trace, *, executors_list: Sequence[Executor], **kwargs

@@ -11,6 +11,8 @@ transform answers through ``RegionalTransform.block_program_writes``); here is h
   arguments, its module's tensors, anything shared), each unpacked trivially, and returns the record's output; the
   model's pipeline takes it through every stage and executor of the model's compilation, once
   (``thunder026/trace_programs.py``).
+- **Shared.** A record whose ops are another's but for their proxies' names (``ops_digest``), such as an HF layer's,
+  each interpreted since it reads its ``layer_idx``, calls that one's program with its own proxies.
 - **Called.** An operator of the compilation's ad-hoc executor runs the program's computation; its outputs are
   fresh proxies, as a replay's would be, or for the recorded call the record's own, which the rest of the trace
   already reads (``call_making``). Its bound symbol is tagged ``DONT_DCE``: its writes are effects that no output
@@ -40,6 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from thunder.core import prims
 from thunder.core.compile_data import get_compile_data
 from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_flatten, tree_flatten_with_dataclass, tree_map, tree_unflatten
@@ -49,6 +52,7 @@ from thunder.core.transforms import get_grad, put_grad
 from thunder.executors.torch_compile import torch_compile_ex
 
 from thunder_ext.thunder026 import trace_programs
+from thunder_ext.thunder026.cache_entries import NotStorable, trace_digest
 from thunder_ext.thunder026.scope import extension_transform
 
 
@@ -151,16 +155,34 @@ def compiled(record: Any, inputs: list[Proxy], written: frozenset[int], differen
                         decisions, time.perf_counter() - start, loaded is not None, flat, split)  # fmt: skip
 
 
-def call(program: BlockProgram, swap: dict) -> Any:
-    """Append a call of ``program`` with the tensors ``swap`` gives the record's; return its output."""
-    output = _operator(program)(*[swap.get(variableify(p), p) for p in program.inputs])
+def ops_digest(inputs: list[Proxy], bsyms: list[BoundSymbol], made: list[Proxy], output: Any) -> str | None:
+    """A digest of what ``bsyms`` compute from ``inputs`` (``trace_digest``'s), each proxy named by its place among
+    ``inputs`` or ``made``: equal for two records whose ops differ only in their proxies' names, so that one program
+    stands for both (an HF decoder layer reads its ``layer_idx``, so each layer is a record of its own). None where
+    the digest cannot name what they hold."""
+    trace = TraceCtx()
+    with tracectx(trace):
+        names = {variableify(p): p.replace(name=f"_in{i}") for i, p in enumerate(inputs)}
+        names.update((variableify(p), p.replace(name=f"_made{i}")) for i, p in enumerate(made))
+        trace.bound_symbols = [swapped(b, names) for b in bsyms]
+        prims.python_return(tree_map(lambda x: names.get(variableify(x), x) if isinstance(x, Proxy) else x, output))
+    try:
+        return trace_digest(trace)
+    except NotStorable:
+        return None
+
+
+def call(program: BlockProgram, inputs: list[Proxy], swap: dict) -> Any:
+    """Append a call of ``program`` for a record whose ``inputs`` are the program's, with the tensors ``swap`` gives
+    them; return its output."""
+    output = _operator(program)(*[swap.get(variableify(p), p) for p in inputs])
     return tree_unflatten(list(output), tree_flatten(program.output)[1]) if program.flat else output
 
 
-def call_making(program: BlockProgram, output: Any) -> BoundSymbol:
-    """A call of ``program`` with the record's own tensors, bound to make ``output``, the record's: the recorded call
+def call_making(program: BlockProgram, inputs: list[Proxy], output: Any) -> BoundSymbol:
+    """A call of ``program`` with a record's own ``inputs``, bound to make ``output``, the record's: the recorded call
     itself, whose outputs the rest of the trace already reads."""
-    return _operator(program).bind(*program.inputs, output=tuple(tree_flatten(output)[0]) if program.flat else output)
+    return _operator(program).bind(*inputs, output=tuple(tree_flatten(output)[0]) if program.flat else output)
 
 
 def _operator(program: BlockProgram):

@@ -19,7 +19,9 @@ blocks of its ``nn.Sequential``s):
   value the call makes for a fresh one, or one call of the record's block program (``programs``). Source lines
   are the record's, which are the same lines.
 - **Interpret.** Anything else (no candidate, no matching record, a record that cannot be replayed, at most four
-  records of a class) is interpreted as today. The reason is kept (``report.TracedBlocks``).
+  records of a class) is interpreted as today. The reason is kept (``report.TracedBlocks``). Its ops still become
+  a call of a program where one was compiled for the same ops (``programs.ops_digest``): an HF decoder layer reads
+  its ``layer_idx`` to index the cache, so each is a record of its own, and all call one program.
 
 A record cannot be replayed where its call had a side effect other than a tensor write (``module_calls.Watch``:
 litgpt's ``KVCache`` converting its buffers, ``self.k = self.k.to(dtype)``, is an attribute assigned on an object
@@ -83,6 +85,7 @@ class _Record:
     output: Any = None
     program: programs.BlockProgram | None = None  # compiled at its first call, where asked and allowed
     no_program: str | None = None  # why not
+    inputs: list[Proxy] = field(default_factory=list)  # what its bound symbols read and do not make: the program's
 
     @property
     def not_replayable(self) -> str | None:
@@ -106,6 +109,7 @@ class _Compilation:
                 self.candidates[id(block)] = name
                 self.classes[type(block)] += 1
         self.records: dict[type, list[_Record]] = {}
+        self.programs: dict[tuple, programs.BlockProgram] = {}  # by the ops they stand for (``programs.ops_digest``)
 
 
 def _blocks(root: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Module]]:
@@ -166,8 +170,8 @@ def _trace_block(state: _Compilation, call: ModuleCall) -> tuple[str, str, Any]:
                 why = str(e)
     if records and why == FIRST:
         why = "no record matches"
-    if len(records) >= MAX_RECORDS_PER_CLASS:
-        return "interpreted", why, call.interpret()
+    if len(records) >= MAX_RECORDS_PER_CLASS:  # not kept, but its ops may call a program of the same ops
+        return "interpreted", why, _record(state, call, module, arguments, leaves, kept=False)
     reason = FIRST if not records else f"{why}, recorded"
     return "interpreted", reason, _record(state, call, module, arguments, leaves)
 
@@ -252,13 +256,16 @@ def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
     record.output = watched.output
 
 
-def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments: tuple, leaves: list) -> Any:
-    """Interpret the call while the detectors watch it; keep the record (replayable or not) for later calls."""
+def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments: tuple, leaves: list, *,
+            kept: bool = True) -> Any:  # fmt: skip
+    """Interpret the call while the detectors watch it; where ``kept``, keep the record (replayable or not) for
+    later calls."""
     record = _Record(type(call.module), module, arguments, leaves, _grad_and_autocast(), Watch(module.paths))
     watched = call.interpret_watched(record.watch)
     if watched.raised:
         return watched.result
-    state.records.setdefault(record.cls, []).append(record)
+    if kept:
+        state.records.setdefault(record.cls, []).append(record)
     if record.grad_and_autocast != _grad_and_autocast():
         record.refuse("changes grad or autocast")
     if record.not_replayable is None:
@@ -268,7 +275,7 @@ def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments:
         except NotReplayable as e:
             record.refuse(str(e))
     if record.not_replayable is None and state.classes[record.cls] > 1:
-        _call_program_instead(state, record, watched.start)
+        _call_program_instead(state, record, watched.start, compile=kept)
     return watched.result
 
 
@@ -284,45 +291,56 @@ def _replay(state: _Compilation, record: _Record, call: ModuleCall, leaves: list
     if not call.check_again(record.checked_values, record.python_checks):  # and of its own values
         raise NotReplayable("the block has no access path for the checks of its Python values")
     if (program := _program(state, record, swap)) is not None:
-        output = programs.call(program, swap)
+        output = programs.call(program, record.inputs, swap)
     else:
         get_tracectx().peek_scope().extend(programs.replayed(record.bsyms, record.made, swap))
         output = tree_map(lambda x: swap.get(variableify(x), x) if isinstance(x, Proxy) else x, record.output)
     return call.returning(output)
 
 
-def _call_program_instead(state: _Compilation, record: _Record, start: int) -> None:
+def _call_program_instead(state: _Compilation, record: _Record, start: int, *, compile: bool = True) -> None:
     """The recorded call's ops, from ``start`` in the trace, become one call of the record's program, where one may
     stand for them, so that each layer is one call (the replays' too); the call's outputs are the record's, which
-    the interpreter holds. Asked only where the block has more than one candidate: one call has nothing to share."""
-    if (program := _program(state, record, {})) is not None:
+    the interpreter holds. Asked only where the block has more than one candidate: one call has nothing to share.
+    ``compile``: False where only a program compiled already for the same ops may be called."""
+    if (program := _program(state, record, {}, compile=compile)) is not None:
         trace = get_tracectx()
         del trace.bound_symbols[start:]
-        trace.bound_symbols.append(programs.call_making(program, record.output))
+        trace.bound_symbols.append(programs.call_making(program, record.inputs, record.output))
 
 
-def _program(state: _Compilation, record: _Record, swap: dict) -> programs.BlockProgram | None:
-    """The record's block program, compiled at its first call, where this call may call it; else None, the reason
-    kept for the log."""
+def _program(state: _Compilation, record: _Record, swap: dict, *, compile: bool = True) -> programs.BlockProgram | None:
+    """The record's block program, where this call may call it: compiled at its first call, or another record's
+    of the same ops (``programs.ops_digest``); else None, the reason kept for the log."""
     transform = state.transform
     if not programs.programs_wanted(transform.block_programs):
         return None
     if record.program is None and record.no_program is None:
-        inputs = _read_not_made(record.bsyms)
+        record.inputs = inputs = _read_not_made(record.bsyms)
         module = {v for v, _ in record.module_tensors}
-        written = transform.block_program_writes(record.bsyms, inputs, module, record.output)
+        arguments = {variableify(x) for x in record.argument_leaves if isinstance(x, Proxy)}
+        written = transform.block_program_writes(record.bsyms, inputs, arguments, record.output)
         if isinstance(written, str):
             record.no_program = written
         elif written and get_compile_data().is_grad_enabled:
             record.no_program = "grad is on and it writes a tensor"
         else:
-            try:
-                record.program = programs.compiled(record, inputs, written, _differentiable(inputs, module))
-            except NotSplit as e:
-                record.no_program = f"grad is on and {e}"
+            differentiable = _differentiable(inputs, module)
+            ops = programs.ops_digest(inputs, record.bsyms, record.made, record.output), written, differentiable
+            if ops[0] is not None and ops in state.programs:
+                record.program = state.programs[ops]
+            elif not compile:
+                record.no_program = f"more than {MAX_RECORDS_PER_CLASS} records and no program of its ops"
+            else:
+                try:
+                    record.program = programs.compiled(record, inputs, written, differentiable)
+                except NotSplit as e:
+                    record.no_program = f"grad is on and {e}"
+                if record.program is not None and ops[0] is not None:
+                    state.programs[ops] = record.program
     program, why = record.program, record.no_program
     if program is not None:
-        args = [variableify(swap.get(variableify(p), p)) for p in program.inputs]
+        args = [variableify(swap.get(variableify(p), p)) for p in record.inputs]
         if any(args.count(args[i]) > 1 for i in program.written):
             program, why = None, "a tensor it writes is another of its arguments too"
     if program is None:

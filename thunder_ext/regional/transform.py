@@ -29,7 +29,7 @@ class RegionalTransform(ExtensionTransform):
     def trace_module_call(self, call: ModuleCall) -> Any:
         return replay.trace_module_call(self, call) if self.replay_blocks else call.interpret()
 
-    def block_program_writes(self, bsyms: list, inputs: list, module_tensors: set, output: Any) -> frozenset[int] | str:
+    def block_program_writes(self, bsyms: list, inputs: list, arguments: set, output: Any) -> frozenset[int] | str:
         """The positions among ``inputs`` whose storage a block's ``bsyms`` write, where a call of their program may
         stand for them in the model's trace; else why not. The rule is the transform's: none here."""
         return "no rule says where a call may stand for the block's ops"
