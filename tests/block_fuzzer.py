@@ -14,7 +14,9 @@ A program is the Python source of a small model, written to a file of its own an
   ``requires_grad``, ``training``, a forward hook);
 - **a write** (``WRITES``: a cache written at positions, an accumulator, a slice, each layer's row of a tensor the
   root passes it and reads whole after the layers, one tensor the root passes every layer, the layer's argument; an
-  attribute of the layer's or of an object outside the model assigned).
+  attribute of the layer's or of an object outside the model assigned); and in a quarter of the programs, an HF-like
+  cache (``KV``: an object the root passes every layer, whose tensor of the layer's index it writes), which makes each
+  layer a record of its own, whose ops may call another record's program.
 
 ``run_program`` runs the model eagerly and under ``thunder_ext.jit`` four ways (``WAYS``), each on a model of its own
 built alike: replaying blocks (the default), with block programs (saved to a compile cache folder of the program's),
@@ -140,6 +142,18 @@ def hook_double(module, args, out):
 
 
 OUTSIDE = Opts()  # an object outside the model that a layer may assign, as HF's cache layers do
+
+
+class KV:
+    """A cache that is no module, as HF's: the root passes it to every layer, which writes its own tensor, found by
+    the layer's index (HF's ``past_key_values.update(k, v, self.layer_idx)``)."""
+
+    def __init__(self, n):
+        self.layers = [torch.zeros(2, 3, 4) for _ in range(n)]
+
+    def update(self, new, pos, i):
+        self.layers[i].index_copy_(1, pos, new.unsqueeze(1))
+        return self.layers[i].sum(1)
 '''
 
 
@@ -364,6 +378,13 @@ class _Source:
             self.layer_params.append(f"acc_{n}=None")
             self.call_args.append(f"acc_{n}=self.acc_{n}")
             self.layer_body += [f"acc_{n}.add_({w}.sum(0))", f"y = y + acc_{n}"]
+        elif f.kind == "cache_object":  # each layer reads its index: a record of its own, which may share a program
+            self.root_init.append(f"self.kv_{n} = KV({self.n})")
+            self.layer_params.append(f"kv_{n}=None")
+            self.call_args.append(f"kv_{n}=self.kv_{n}")
+            self.layer_body.append(f"y = y + kv_{n}.update({w}, pos, self.idx)")
+            if f.values == ["read after"]:  # else, as HF's model, only the layers read it (a program's call may stand)
+                self.root_post.append(f"x = x + torch.stack(self.kv_{n}.layers).sum(0).sum(1)")
         elif f.kind == "argument":
             self.layer_body += ["x.mul_(0.5)", "y = y + x"]
         elif f.kind == "attribute":
@@ -440,6 +461,10 @@ def make_program(seed: int, index: int) -> Program:
             f = Feature(name, draw([w for w in WRITES if not (grad and w == "argument")]), "write")
             source.write(f)
         params[name] = f.values
+    # an HF-like cache (``KV``), which makes every layer a record of its own (in a program made to replay, of the
+    # same ops, so that all call one program): drawn apart, as the container is
+    if (hf_cache := random.Random(f"block:{seed}:{index}:hf_cache")).random() < 0.25:
+        source.write(Feature("kv", "cache_object", "write", ["read after"] if hf_cache.random() < 0.5 else []))
     source.two_outputs = rng.random() < 0.25
     # drawn apart, so that each seed's programs are otherwise what they were before Sequential blocks were candidates
     source.container = "Sequential" if random.Random(f"block:{seed}:{index}:container").random() < 0.3 else "ModuleList"
