@@ -333,16 +333,25 @@ class IndexedStack(nn.Module):
         return x
 
 
-def test_layers_of_the_same_ops_share_one_program_beyond_the_records_kept(caplog, executor_set):
+def test_layers_of_the_same_ops_share_one_program_beyond_the_records_kept(caplog, monkeypatch, tmp_path, executor_set):
     """Six layers, each interpreted (its index differs and is read), four of them recorded: the first takes the
     model's input, which thunder tags otherwise than a computed tensor, and compiles its program; the five others
-    call the second's, the two past the records kept too."""
+    call the second's, the two past the records kept too. Saved to the compile cache, the entry calls the shared
+    program five times when a jit of its own loads it."""
     caplog.set_level(logging.INFO, logger="thunder_ext")
     torch.manual_seed(0)
-    jitted = run_both(IndexedStack(changes_ops=False), steps=1)
+    model = IndexedStack(changes_ops=False)
+    jitted = run_both(copy.deepcopy(model), steps=1)
     assert calls_of_programs(jitted) == 6
     called = [re.findall(r"; (\w+) Indexed once \(\d+\.\d s\), called (\d) times?", m) for m in summaries(caplog)]
     assert called == [[("compiled", "1"), ("compiled", "5")]], summaries(caplog)
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    x = torch.randn(4, 8)
+    for loads in (0, 1):
+        stored = thunder_ext.jit(copy.deepcopy(model), block_programs=True, compile_cache=True)
+        with torch.no_grad():
+            assert_close(stored(x), model(x))
+        assert thunder_ext.cache_loads(stored) == loads
 
 
 @pytest.mark.executor_sets("defaults")  # CI time: four programs; which records share one is the executors' concern
