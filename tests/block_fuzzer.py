@@ -153,7 +153,7 @@ class KV:
 
     def update(self, new, pos, i):
         self.layers[i].index_copy_(1, pos, new.unsqueeze(1))
-        return self.layers[i].sum(1)
+        return self.layers[i].mean(1)  # not the sum, which grows each layer's rounding (Inductor's, fused)
 '''
 
 
