@@ -51,7 +51,7 @@ EXT_AHEAD = "thunder_ext.jit, growing cache, compiled ahead"
 RUNNERS = (EAGER, STOCK, EXT, EXT_NO_REPLAY, EXT_REPLAYED, EXT_TC, EXT_TC_PROGRAMS, DYNAMIC)
 COMPILING = tuple(r for r in RUNNERS if r != EAGER)
 HF_MODEL, HF_RECIPE = "HF Llama, SmolLM2-135M's shape", "HFTransformersRecipe + plugin, default (growing)"
-HF_RECIPE_PROGRAMS = "HFTransformersRecipe + plugin, default (growing), block programs"
+HF_RECIPE_INLINED = "HFTransformersRecipe + plugin, default (growing), block programs off"
 
 Config = tuple[str, int, str]  # (model, layers, "generate", "sweep" or "hf")
 
@@ -71,7 +71,7 @@ def runners_of(config: Config) -> tuple[str, ...]:
     already shows how they grow."""
     model, layers, what = config
     if what == "hf":
-        return (EAGER, HF_RECIPE, HF_RECIPE_PROGRAMS, DYNAMIC)
+        return (EAGER, HF_RECIPE, HF_RECIPE_INLINED, DYNAMIC)
     if what == "sweep":
         return {30: (EXT_NO_REPLAY,), 80: (EXT, EXT_REPLAYED, EXT_TC_PROGRAMS)}.get(layers, COMPILING)
     return RUNNERS if model == "demo" else tuple(r for r in RUNNERS if r != EXT_NO_REPLAY)
@@ -212,16 +212,16 @@ def hf_llama(layers: int) -> torch.nn.Module:
 
 
 def build_hf(layers: int, runner: str) -> torch.nn.Module:
-    """``hf_llama`` as ``runner`` runs it: eager, through the extension's recipe (``HF_RECIPE``; its decoder layers
-    calling one block program, ``HF_RECIPE_PROGRAMS``, which the recipe's torch.compile executor leaves off by
-    default), or its forward under ``torch.compile(dynamic=True)`` (``DYNAMIC``)."""
+    """``hf_llama`` as ``runner`` runs it: eager, through the extension's recipe (``HF_RECIPE``, whose decoder layers
+    call one block program; ``HF_RECIPE_INLINED``, their ops inlined), or its forward under
+    ``torch.compile(dynamic=True)`` (``DYNAMIC``)."""
     import thunder
 
     import thunder_ext
 
     hf = hf_llama(layers)
-    if runner in (HF_RECIPE, HF_RECIPE_PROGRAMS):
-        plugin = thunder_ext.Inplace(block_programs=True if runner == HF_RECIPE_PROGRAMS else None)
+    if runner in (HF_RECIPE, HF_RECIPE_INLINED):
+        plugin = thunder_ext.Inplace(block_programs=False if runner == HF_RECIPE_INLINED else None)
         return thunder.compile(hf, recipe=thunder_ext.HFTransformersRecipe(), plugins=[plugin])
     if runner == DYNAMIC:
         configure_inductor()
@@ -377,7 +377,7 @@ def _targets(results: dict[Config, Result]) -> list[Target]:
         targets.append(Target(f"demo model: first token under {EXT_NO_REPLAY} at most 1.1x {STOCK}'s",
                               ratio(ext, stock), ext <= 1.1 * stock))
     hf = results.get((HF_MODEL, 30, "hf"))
-    for runner in (HF_RECIPE, HF_RECIPE_PROGRAMS):
+    for runner in (HF_RECIPE, HF_RECIPE_INLINED):
         if hf is not None and runner in hf.runs and DYNAMIC in hf.runs:
             recipe, dyn = _first_token(hf.runs[runner]), _first_token(hf.runs[DYNAMIC])
             targets.append(Target(f"{HF_MODEL}: first token under {runner} at most 0.25x {DYNAMIC}'s",

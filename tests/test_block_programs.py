@@ -297,13 +297,19 @@ def test_hf_decoder_layers_writing_a_growing_cache_call_one_program(caplog, exec
 
 @pytest.mark.executor_sets("defaults")  # the recipe picks its own executors
 def test_hf_decoder_layers_writing_a_growing_cache_through_the_recipe_and_the_plugin_call_one_program():
-    from test_block_replay import tiny_llama
+    """By default: the recipe asks the plugin for block programs, which its torch.compile executor (on a CPU) leaves
+    off otherwise; a plugin that says ``block_programs=False`` is kept as it says."""
+    from test_block_replay import hf_forward, tiny_llama
 
     from thunder_ext.integrations.hf_transformers import HFTransformersRecipe
 
     model = tiny_llama()
-    plugin = thunder_ext.Inplace(block_programs=True)
-    hf_calls(thunder.compile(copy.deepcopy(model), recipe=HFTransformersRecipe(), plugins=[plugin]), model)
+    hf_calls(thunder.compile(copy.deepcopy(model), recipe=HFTransformersRecipe(), plugins="inplace"), model)
+    plugin = thunder_ext.Inplace(block_programs=False)
+    compiled = thunder.compile(copy.deepcopy(model), recipe=HFTransformersRecipe(), plugins=[plugin])
+    ids = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(1))
+    assert_close(hf_forward(compiled, ids), hf_forward(model, ids))
+    assert calls_of_programs(compiled) == 0 and plugin.block_programs is False
 
 
 class Indexed(nn.Module):
