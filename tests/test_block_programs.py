@@ -329,9 +329,9 @@ class Indexed(nn.Module):
 
 
 class IndexedStack(nn.Module):
-    def __init__(self, changes_ops: bool, n: int = 6) -> None:
+    def __init__(self, changes_ops: bool, indices: tuple[int, ...] = tuple(range(6))) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(Indexed(i, changes_ops) for i in range(n))
+        self.layers = nn.ModuleList(Indexed(i, changes_ops) for i in indices)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self.layers:
@@ -358,6 +358,38 @@ def test_layers_of_the_same_ops_share_one_program_beyond_the_records_kept(caplog
         with torch.no_grad():
             assert_close(stored(x), model(x))
         assert thunder_ext.cache_loads(stored) == loads
+
+
+def test_a_replay_of_a_record_that_shares_another_records_program_calls_it_with_its_own_tensors(executor_set):
+    """Layers of indices 0, 1, 2, 2: the third's record calls the second's program, and the fourth replays the third's
+    record, so its call gives that program the fourth layer's tensors through the third's."""
+    from test_block_replay import hows
+
+    torch.manual_seed(0)
+    jitted = run_both(IndexedStack(changes_ops=False, indices=(0, 1, 2, 2)), steps=1)
+    assert calls_of_programs(jitted) == 4
+    assert hows(jitted) == ["interpreted"] * 3 + ["replayed"]
+
+
+def test_with_grad_layers_of_the_same_ops_share_one_program_and_its_backward(caplog, executor_set):
+    """In training, the six indexed layers' records share one program with its backward (all six: the tag that sets
+    the model's input apart from a computed tensor without grad is not there under grad): eager's output and every
+    gradient."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    eager = IndexedStack(changes_ops=False)
+    model = copy.deepcopy(eager)
+    jitted = thunder_ext.jit(model, block_programs=True)
+    x = torch.randn(4, 8)
+    got, want = jitted(x), eager(x)
+    assert_close(got, want)
+    got.square().sum().backward()
+    want.square().sum().backward()
+    for ours, theirs in zip(model.parameters(), eager.parameters(), strict=True):
+        assert_close(ours.grad, theirs.grad, atol=1e-4, rtol=1e-4)  # Inductor's fused sums round otherwise
+    assert calls_of(jitted, "forward", "Indexed") == 6 and calls_of(jitted, "backward", "Indexed") == 6
+    once = r"; compiled Indexed once with its backward \(\d+\.\d s\), called (\d) times?"
+    assert [re.findall(once, m) for m in summaries(caplog)] == [["6"]], summaries(caplog)
 
 
 @pytest.mark.executor_sets("defaults")  # CI time: four programs; which records share one is the executors' concern
