@@ -342,8 +342,8 @@ class IndexedStack(nn.Module):
 def test_layers_of_the_same_ops_share_one_program_beyond_the_records_kept(caplog, monkeypatch, tmp_path, executor_set):
     """Six layers, each interpreted (its index differs and is read), four of them recorded: the first takes the
     model's input, which thunder tags otherwise than a computed tensor, and compiles its program; the five others
-    call the second's, the two past the records kept too. Saved to the compile cache, the entry calls the shared
-    program five times when a jit of its own loads it."""
+    call the second's, the two past the records kept too. Saved to the compile cache, the entry is loaded by a jit of
+    its own and computes eager's output."""
     caplog.set_level(logging.INFO, logger="thunder_ext")
     torch.manual_seed(0)
     model = IndexedStack(changes_ops=False)
