@@ -88,6 +88,11 @@ class _Record:
     inputs: list[Proxy] = field(default_factory=list)  # what its bound symbols read and do not make: the program's
 
     @property
+    def argument_variables(self) -> set:
+        """The variables of the proxies among the call's arguments: the call's own, not shared."""
+        return {variableify(x) for x in self.argument_leaves if isinstance(x, Proxy)}
+
+    @property
     def not_replayable(self) -> str | None:
         return self.watch.refused
 
@@ -220,7 +225,7 @@ def _with_subsymbols(bsyms: list[BoundSymbol]):
 def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
     """Read what the interpreted call did into ``record``; raises ``NotReplayable`` for what a replay cannot do."""
     record.bsyms = watched.bsyms
-    arguments = {variableify(x) for x in record.argument_leaves if isinstance(x, Proxy)}
+    arguments = record.argument_variables
     made, read = set(), []
     for b in _with_subsymbols(record.bsyms):
         if b.sym.id in _RANDOM_PRIMS:
@@ -318,16 +323,16 @@ def _program(state: _Compilation, record: _Record, swap: dict, *, compile: bool 
     if record.program is None and record.no_program is None:
         record.inputs = inputs = _read_not_made(record.bsyms)
         module = {v for v, _ in record.module_tensors}
-        arguments = {variableify(x) for x in record.argument_leaves if isinstance(x, Proxy)}
-        written = transform.block_program_writes(record.bsyms, inputs, arguments, record.output)
+        written = transform.block_program_writes(record.bsyms, inputs, record.argument_variables, record.output)
         if isinstance(written, str):
             record.no_program = written
         elif written and get_compile_data().is_grad_enabled:
             record.no_program = "grad is on and it writes a tensor"
         else:
             differentiable = _differentiable(inputs, module)
-            ops = programs.ops_digest(inputs, record.bsyms, record.made, record.output), written, differentiable
-            if ops[0] is not None and ops in state.programs:
+            digest = programs.ops_digest(inputs, record.bsyms, record.made, record.output)
+            ops = (digest, written, differentiable)
+            if digest is not None and ops in state.programs:
                 record.program = state.programs[ops]
             elif not compile:
                 record.no_program = f"more than {MAX_RECORDS_PER_CLASS} records and no program of its ops"
@@ -336,7 +341,7 @@ def _program(state: _Compilation, record: _Record, swap: dict, *, compile: bool 
                     record.program = programs.compiled(record, inputs, written, differentiable)
                 except NotSplit as e:
                     record.no_program = f"grad is on and {e}"
-                if record.program is not None and ops[0] is not None:
+                if record.program is not None and digest is not None:
                     state.programs[ops] = record.program
     program, why = record.program, record.no_program
     if program is not None:
