@@ -367,3 +367,68 @@ def test_a_bound_symbols_contexts_gathered_in_one_pass_are_thunders_two(monkeypa
     assert printed(gathered_contexts.gather_ctxs) == theirs
     # broken on purpose: no objects gathered
     assert printed(lambda self: (self.import_ctx(), self._get_call_ctx(), {})) != theirs
+
+
+# Each reads a global of its namespace, a builtin, and a global that shadows a builtin (``pow``); built in a namespace
+# of each kind of ``__builtins__``: a dict (any imported module's) and the ``builtins`` module (``__main__``'s).
+_GLOBALS_READ = """
+def read_globals(x):
+    return x * SCALE + len(x.shape) + pow(2, 3) + sum(range(3))
+"""
+
+
+def _reading_globals(builtins_as_module: bool):
+    import builtins
+
+    namespace = {"__builtins__": builtins if builtins_as_module else vars(builtins), "SCALE": 2.5,
+                 "pow": lambda a, b: a * b}  # fmt: skip
+    exec(_GLOBALS_READ, namespace)
+    return namespace["read_globals"]
+
+
+@pytest.mark.executor_sets("defaults")  # the interpreter's reading: what it traces, before any executor runs
+@pytest.mark.parametrize("builtins_as_module", [False, True], ids=["builtins dict", "builtins module"])
+def test_globals_read_trace_what_thunders_reading_traces(monkeypatch, builtins_as_module):
+    from thunder.core.interpreter import _interpret_call
+
+    from thunder_ext.thunder026 import global_loads
+
+    fn, x = _reading_globals(builtins_as_module), torch.arange(6.0).reshape(2, 3)
+
+    def traced() -> tuple[torch.Tensor, str, str]:
+        jitted = thunder_ext.jit(fn, compile_cache=False)
+        out = jitted(x)
+        return out, str(thunder.last_traces(jitted)[0]), str(thunder.last_prologue_traces(jitted)[0])
+
+    with monkeypatch.context() as thunders:
+        thunders.setattr(global_loads, "compiling_with_extension", lambda: False)
+        theirs = traced()
+    torch.testing.assert_close(theirs[0], fn(x))
+
+    def as_thunders() -> bool:
+        ours = traced()
+        return torch.equal(ours[0], theirs[0]) and ours[1:] == theirs[1:]
+
+    assert as_thunders()
+
+    # broken on purpose: a builtin read before the namespace's own global of that name
+    def builtins_first(mapping, key):
+        held = mapping.value
+        if "__builtins__" in held and key.value in vars(__import__("builtins")):
+            mapping = _interpret_call(dict.__getitem__, mapping, thunder.core.interpreter.wrap_const("__builtins__"))
+            if not isinstance(mapping.value, dict):
+                return _interpret_call(getattr, mapping, key)
+        return _interpret_call(dict.__getitem__, mapping, key)
+
+    monkeypatch.setattr(global_loads, "_read", builtins_first)
+    assert not as_thunders()
+
+
+@pytest.mark.executor_sets("defaults")
+def test_a_global_read_from_nowhere_raises_as_python_says():
+    namespace = {"__builtins__": vars(__import__("builtins"))}
+    exec("def read_nowhere(x):\n    return x * nowhere\n", namespace)
+    with pytest.raises(NameError, match="name 'nowhere' is not defined"):
+        namespace["read_nowhere"](torch.ones(2))
+    with pytest.raises(NameError, match="name 'nowhere' is not defined"):
+        thunder_ext.jit(namespace["read_nowhere"], compile_cache=False)(torch.ones(2))

@@ -73,7 +73,7 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   with static shapes, in the extension's compilations only (``thunder_ext/integrations/litgpt_moe.py``, through
   ``thunder026/substitutes.py``; stock ``thunder.jit`` fails on it as before).
 
-**Six change what thunder costs, not what it traces or prints**: the lookaside that hands each module call to the
+**Seven change what thunder costs, not what it traces or prints**: the lookaside that hands each module call to the
 compilation's transform, which traces a repeated block once where asked (``module_calls``, for
 ``thunder_ext/regional/``), and interprets every call as thunder does elsewhere; the interpreter's prologue checks,
 kept in the same list but found without comparing each new one with all before it (``constraints``); each code
@@ -81,7 +81,8 @@ object's instructions, decoded once, not at every call interpreted (``interprete
 and a call's tuple of ``*args``, from its items' wrappers, not by interpreted iterators and subscripts, in the
 extension's compilations (``sequence_unpacking``); an operator on two plain numbers of one type called directly, not
 through thunder's emulation of Python's choice of method, in the extension's compilations (``plain_arithmetic``);
-and a bound symbol's imports and objects gathered in one pass over its printables, not two (``gathered_contexts``).
+a global read by one call of the dict lookaside thunder's reading ends in, not by two interpreted frames, in the
+extension's compilations (``global_loads``); and a bound symbol's imports and objects gathered in one pass over its printables, not two (``gathered_contexts``).
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ from thunder_ext.thunder026 import (
     attribute_writes,
     constraints,
     gathered_contexts,
+    global_loads,
     interpreted_code,
     module_calls,
     plain_arithmetic,
@@ -170,6 +172,7 @@ def _adapt_once() -> None:
     interpreted_code.install()  # a code object's instructions decoded once; the files of a compilation's code
     sequence_unpacking.install()  # a tuple or list unpacked from its items, in the extension's compilations only
     plain_arithmetic.install()  # two plain numbers' operator called directly, in the extension's compilations only
+    global_loads.install()  # a global read by the dict lookaside directly, in the extension's compilations only
     gathered_contexts.install()  # a bound symbol's printables made once for its contexts, not twice
     traced_call.install()  # the traced call's lists, tuples and dicts kept, in the extension's compilations only
     zero_dim_gradients.install()  # a 0-d tensor's gradient summed to its shape, in the extension's compilations
