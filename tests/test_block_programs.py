@@ -283,15 +283,16 @@ def hf_calls(compiled, model, steps: int = 2) -> None:
 
 
 def test_hf_decoder_layers_writing_a_growing_cache_call_one_program(caplog, executor_set):
-    """Each HF decoder layer reads its ``layer_idx`` (to index the cache), so each is interpreted as a record of its
-    own; their ops are the same but for their tensors, so all call the first one's program, which writes each
-    layer's cache in place (a tensor it reaches through the cache it takes, not its module's)."""
+    """Each HF decoder layer reads its ``layer_idx`` only to select its cache layer, so the first is interpreted and
+    the others replay it, each selecting its own; all call the first one's program, which writes each layer's cache
+    in place (a tensor it reaches through the cache it takes, not its module's)."""
     from test_block_replay import tiny_llama
 
     caplog.set_level(logging.INFO, logger="thunder_ext")
     model = tiny_llama()
     hf_calls(thunder_ext.jit(copy.deepcopy(model), block_programs=True), model)
-    assert all(re.search(r"; compiled LlamaDecoderLayer once \(\d+\.\d s\), called 3 times$", m)
+    assert all(re.search(r": 1 interpreted \(\d+\.\d s\), 2 replayed \(\d+\.\d s\); compiled LlamaDecoderLayer once "
+                         r"\(\d+\.\d s\), called 3 times$", m)
                for m in summaries(caplog)) and len(summaries(caplog)) == 2, summaries(caplog)  # fmt: skip
 
 

@@ -529,3 +529,134 @@ def test_the_interpreter_decodes_each_code_object_once_and_as_dis_does():
     assert interpreter.dis.opmap is dis.opmap  # the rest is dis
     jf = thunder.jit(f)
     assert torch.equal(jf(torch.ones(2)), torch.full((2,), 2.0))
+
+
+# ---- an index that only selects: HF's ``past_key_values.layers[self.layer_idx]`` ---------------------------------
+
+
+class Slot:
+    """One layer's state outside the model, as an HF cache layer: a tensor, and a number that changes the ops."""
+
+    def __init__(self, t: torch.Tensor, window: float | None = None) -> None:
+        self.t, self.window = t, window
+
+
+class Bank:
+    """Every layer's state, passed to every layer, which finds its own by its index (HF's ``Cache.layers``)."""
+
+    def __init__(self, n: int) -> None:
+        self.slots = [Slot(torch.full((8,), float(i))) for i in range(n)]
+        self.scales = [torch.full((8,), 1.0 + i) for i in range(n)]
+
+
+class Selecting(nn.Module):
+    """A layer that selects its state by its index; ``how`` adds one more use of the index, or of what it selected."""
+
+    def __init__(self, index: int, how: str = "") -> None:
+        super().__init__()
+        self.lin, self.index, self.how = nn.Linear(8, 8), index, how
+
+    def forward(self, x: torch.Tensor, bank: Bank) -> torch.Tensor:
+        slot = bank.slots[self.index]
+        y = x + slot.t * bank.scales[self.index]
+        if slot.window is not None:
+            y = y * slot.window
+        if self.how == "writes what it selects":
+            slot.t.add_(1.0)
+        elif self.how == "compares its index":
+            y = -y if self.index < 2 else y
+        elif self.how == "adds its index":
+            y = y + self.index
+        elif self.how == "formats its index":
+            y = y * len(f"{self.index:03}")
+        elif self.how == "hashes its index":
+            y = y * {0: 1.0, 1: 2.0, 2: 3.0, 3: 4.0}[self.index]
+        elif self.how == "passes its index in a tuple":
+            y = y * max((self.index, 1))
+        elif self.how == "passes its index to a C function":
+            y = y * abs(self.index - 1)
+        elif self.how == "reads a slot by a constant too":
+            y = y + bank.slots[0].t
+        elif self.how == "compares what it selects":
+            y = -y if slot is bank.slots[0] else y
+        elif self.how == "iterates the slots":
+            y = y + sum(s.t for s in bank.slots)
+        return torch.tanh(self.lin(y))
+
+
+class SelectingStack(nn.Module):
+    def __init__(self, how: str = "", n: int = 4) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(Selecting(i, how) for i in range(n))
+
+    def forward(self, x: torch.Tensor, bank: Bank) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x, bank)
+        return x
+
+
+def selecting_matches_eager(model: nn.Module, bank: Bank, caplog, edit=None) -> tuple[list[str], str]:
+    """``model`` with ``bank`` eagerly and under ``thunder_ext.jit`` (a bank of its own, equal): the same outputs and
+    banks, at a first call and at one after ``edit(model, bank)``; returns how each block was traced the first time,
+    and the compile log's summary."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(1)
+    x = torch.randn(2, 8)
+    jitted, ours = thunder_ext.jit(copy.deepcopy(model)), copy.deepcopy(bank)
+    with torch.no_grad():
+        assert_close(jitted(x, ours), model(x, bank))
+        traced = hows(jitted)
+        if edit is not None:
+            edit(model, bank)
+            edit(jitted._model, ours)
+            assert_close(jitted(x, ours), model(x, bank))
+    for a, b in zip(ours.slots, bank.slots, strict=True):
+        assert_close(a.t, b.t)
+    (summary, *_) = [r.getMessage() for r in caplog.records if "calls of repeated blocks" in r.getMessage()]
+    return traced, summary
+
+
+@pytest.mark.parametrize("how", ["", "writes what it selects"])
+def test_layers_whose_index_only_selects_their_state_are_replayed(how, caplog):
+    traced, _ = selecting_matches_eager(SelectingStack(how), Bank(4), caplog)
+    assert traced == ["interpreted", "replayed", "replayed", "replayed"]
+
+
+@pytest.mark.parametrize("how", ["compares its index", "adds its index", "formats its index", "hashes its index",
+                                 "passes its index in a tuple", "passes its index to a C function",
+                                 "reads a slot by a constant too", "compares what it selects", "iterates the slots"])
+@pytest.mark.executor_sets("defaults")  # CI time: what is interpreted is decided while tracing, before any executor
+def test_layers_that_use_their_index_otherwise_are_interpreted(how, caplog):
+    traced, summary = selecting_matches_eager(SelectingStack(how), Bank(4), caplog)
+    assert traced == ["interpreted"] * 4
+    assert "3 interpreted: attribute index differs and is read, recorded" in summary, summary
+
+
+@pytest.mark.executor_sets("defaults")  # CI time: what is interpreted is decided while tracing, before any executor
+def test_a_layer_whose_selected_state_traces_other_ops_is_recorded_apart(caplog):
+    """A number of a layer's state that differs (a sliding window, in HF's cache): that layer is recorded apart,
+    and the others replay the first."""
+    bank = Bank(4)
+    bank.slots[2].window = 3.0
+    traced, summary = selecting_matches_eager(SelectingStack(), bank, caplog)
+    assert traced == ["interpreted", "replayed", "interpreted", "replayed"]
+    assert "1 interpreted: what it selects by its index differs, recorded" in summary, summary
+
+
+def _another_index(model: nn.Module, bank: Bank) -> None:
+    model.layers[2].index = 0  # two layers of one state
+
+
+def _another_window(model: nn.Module, bank: Bank) -> None:
+    bank.slots[1].window = 3.0
+
+
+def _another_slot(model: nn.Module, bank: Bank) -> None:
+    bank.slots[3] = Slot(torch.full((8,), -1.0))
+
+
+@pytest.mark.parametrize("edit", [_another_index, _another_window, _another_slot], ids=["index", "window", "slot"])
+@pytest.mark.executor_sets("defaults")
+def test_a_replayed_layer_whose_index_or_state_changes_after_compiling_computes_eagers_output(edit, caplog):
+    traced, _ = selecting_matches_eager(SelectingStack(), Bank(4), caplog, edit)
+    assert traced == ["interpreted", "replayed", "replayed", "replayed"]

@@ -285,13 +285,14 @@ def _replay_reasons(caplog) -> list[str]:
 
 
 @pytest.mark.executor_sets("defaults")  # the recipe picks its own executors; what is traced is the point
-def test_the_growing_caches_write_assigns_no_attribute_so_decoder_layers_are_kept_from_replay_by_layer_idx_only(
+def test_the_growing_caches_write_assigns_no_attribute_and_compares_no_index_so_decoder_layers_are_replayed(
     caplog, monkeypatch
 ):
     """HF's ``StaticLayer.update`` assigns ``self.device`` at every traced call (thunder's ``Device`` is never a
     ``torch.device``); a call that assigns an attribute is never replayed. ``GrowingLayer.update`` leaves the check
-    out where the devices agree. What still keeps an HF decoder layer from replay: its ``layer_idx`` indexes the
-    cache, an argument (docs/design.md, "The key"); the layers then call one block program."""
+    out where the devices agree. HF's ``Cache.update`` compares the layer's ``layer_idx`` with its number of layers
+    (``append_new_layers``), which ``GrowingStaticCache`` makes with the cache; so a decoder layer's index only
+    selects its cache layer, and the second layer replays the first, both calling one block program."""
     caplog.set_level(logging.INFO, logger="thunder_ext")
     eager = model("llama")
 
@@ -301,11 +302,19 @@ def test_the_growing_caches_write_assigns_no_attribute_so_decoder_layers_are_kep
     compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
     assert torch.equal(first_token(compiled), first_token(eager))
     (said,) = _replay_reasons(caplog)
-    assert re.search(r"; 1 interpreted: attribute self_attn.layer_idx differs and is read, recorded; compiled "
-                     r"LlamaDecoderLayer once \(\d+\.\d s\), called 2 times$", said), said
-    # broken on purpose: HF's own update, with its check of the device
-    from thunder_ext.integrations.hf_transformers import GrowingLayer, StaticLayer
+    assert re.search(r": 1 interpreted \(\d+\.\d s\), 1 replayed \(\d+\.\d s\); compiled LlamaDecoderLayer once "
+                     r"\(\d+\.\d s\), called 2 times$", said), said
+    # broken on purpose: HF's own making of layers, which compares the index
+    from thunder_ext.integrations.hf_transformers import Cache, GrowingLayer, GrowingStaticCache, StaticLayer
 
+    with monkeypatch.context() as hf:
+        hf.setattr(GrowingStaticCache, "append_new_layers", Cache.append_new_layers)
+        caplog.clear()
+        compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
+        assert torch.equal(first_token(compiled), first_token(eager))
+        (said,) = _replay_reasons(caplog)
+        assert "; 1 interpreted: attribute self_attn.layer_idx differs and is read, recorded;" in said, said
+    # broken on purpose: HF's own update, with its check of the device
     monkeypatch.setattr(GrowingLayer, "update", StaticLayer.update)
     caplog.clear()
     compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")

@@ -193,9 +193,15 @@ class GrowingStaticCache(StaticCache):
         self.written = 0  # positions since the sequences started (rule 7): a wrapped window holds fewer
         if LAZY_LAYERS:
             Cache.__init__(self, layers=[layer(limit, window=w) for w in windows])
-        else:
+        else:  # each layer made now, not at its first write (``append_new_layers`` below)
             Cache.__init__(self, [functools.partial(layer, window=w) for w in windows], config=config,
                            max_batch_size=max_batch_size, max_cache_len=limit, **kwargs)  # fmt: skip
+            Cache.append_new_layers(self, len(windows) - 1)
+
+    def append_new_layers(self, layer_idx: int) -> None:
+        """Nothing: every layer is made with the cache. (HF's compares ``layer_idx`` with the number of layers made,
+        a use of each decoder layer's index that would keep a replay from giving a layer its own index:
+        ``thunder_ext/regional/replay.py``.)"""
 
     def get_seq_length(self, layer_idx: int = 0, cache_position: torch.Tensor | None = None) -> int:
         """The positions written since the sequences started (rule 7). In traced code, HF's count of a layer's

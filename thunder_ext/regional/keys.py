@@ -9,7 +9,9 @@ A call is replayed only where it would trace the same bound symbols as the recor
    by type and value, a float with its sign (``0.0 == -0.0``, but ``1 / x`` tells them apart), anything else by
    identity (litgpt's ``block_idx`` differs per layer and is never read in ``forward``;
    ``apply_sliding_window_attention`` differs on some layers and is read, so those layers have a record of their
-   own).
+   own). An int the record used only to index a list from outside (HF's ``past_key_values.layers[self.layer_idx]``,
+   ``module_calls.Selection``) may differ: the replay indexes the list with its own and compares what it selects as
+   the record's reads (a tensor by its metadata, a plain value by value, the item by its class).
 3. **Its arguments have the same tree, tensor metadata, Python values and aliasing.**
 4. **What the recorded call read outside the subtree is unchanged** (attributes of a shared config, globals, items
    of existing containers), as thunder's interpreter sees them now, a tensor by identity; and grad and autocast are
@@ -93,7 +95,8 @@ def module_key(module: torch.nn.Module) -> ModuleKey:
     return ModuleKey(tuple(structure), values, paths)
 
 
-def _leaf_key(x: Any) -> tuple:
+def leaf_key(x: Any) -> tuple:
+    """An argument's leaf as the replay key compares it (a tensor by its metadata)."""
     if isinstance(x, TensorProxy):
         return ("T", tuple(x.shape), x.dtype, x.device, x.requires_grad)
     if isinstance(x, NumberProxy):
@@ -110,4 +113,4 @@ def arguments_key(args: tuple, kwargs: dict) -> tuple[tuple, list]:
     leaves, spec = tree_flatten((args, kwargs))
     first: dict[int, int] = {}
     aliasing = tuple(first.setdefault(id(x), i) for i, x in enumerate(leaves) if isinstance(x, Proxy))
-    return (spec, tuple(_leaf_key(x) for x in leaves), aliasing), leaves
+    return (spec, tuple(leaf_key(x) for x in leaves), aliasing), leaves

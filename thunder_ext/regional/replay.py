@@ -18,10 +18,15 @@ blocks of its ``nn.Sequential``s):
   each); and it gets the recorded bound symbols again, each tensor of the record swapped for this call's, each
   value the call makes for a fresh one, or one call of the record's block program (``programs``). Source lines
   are the record's, which are the same lines.
+- **Select.** An HF decoder layer reads its ``layer_idx`` only to index the cache's list of layers (the cache's
+  ``update``). The record follows each int it reads from its module to its uses (``module_calls.Selection``); where
+  one only indexed a list from outside, a layer of another index replays the record: its index is read on its own
+  module (the prologue checks it), the list indexed with it, and the record's reads from the item made again there
+  (its tensors this layer's, its numbers and its class the record's, or ``Differs``: the layer is another record).
 - **Interpret.** Anything else (no candidate, no matching record, a record that cannot be replayed, at most four
   records of a class) is interpreted as today. The reason is kept (``report.TracedBlocks``). Its ops still become
-  a call of a program where one was compiled for the same ops (``programs.ops_digest``): an HF decoder layer reads
-  its ``layer_idx`` to index the cache, so each is a record of its own, and all call one program.
+  a call of a program where one was compiled for the same ops (``programs.ops_digest``): layers whose index is read
+  otherwise (``x * (self.index + 1)``) are records of their own, and those whose ops are equal call one program.
 
 A record cannot be replayed where its call had a side effect other than a tensor write (``module_calls.Watch``:
 litgpt's ``KVCache`` converting its buffers, ``self.k = self.k.to(dtype)``, is an attribute assigned on an object
@@ -47,16 +52,20 @@ from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import get_tracectx
 
 from thunder_ext.regional import programs
-from thunder_ext.regional.keys import ModuleKey, arguments_key, module_key, snapshot
+from thunder_ext.regional.keys import ModuleKey, arguments_key, leaf_key, module_key, snapshot
 from thunder_ext.regional.report import FIRST, BlockCall, TracedBlocks
 from thunder_ext.thunder026.module_calls import (
+    Differs,
     ModuleCall,
     NotReplayable,
+    Selection,
     Step,
     Watch,
     Watched,
+    access_path,
     global_hooks_present,
     interpretation_state,
+    is_plain,
 )
 from thunder_ext.thunder026.trace_programs import NotSplit
 
@@ -86,6 +95,11 @@ class _Record:
     program: programs.BlockProgram | None = None  # compiled at its first call, where asked and allowed
     no_program: str | None = None  # why not
     inputs: list[Proxy] = field(default_factory=list)  # what its bound symbols read and do not make: the program's
+    # the module's ints that only index a list from outside (``module_calls.Selection``): each one's access path, and
+    # what they selected; a replay gives them another value
+    indices: dict[tuple[str, str], tuple[Step, ...]] = field(default_factory=dict)
+    selections: list[Selection] = field(default_factory=list)
+    kept: set = field(default_factory=set)  # the variables of the tensors it reads from outside, not selected
 
     @property
     def argument_variables(self) -> set:
@@ -170,7 +184,9 @@ def _trace_block(state: _Compilation, call: ModuleCall) -> tuple[str, str, Any]:
         if why is None:
             try:
                 return "replayed", "", _replay(state, record, call, leaves)
-            except NotReplayable as e:  # raised before anything is put in the trace
+            except Differs as e:  # raised before anything is put in the trace
+                why = str(e)
+            except NotReplayable as e:  # the same
                 record.refuse(str(e))
                 why = str(e)
     if records and why == FIRST:
@@ -199,6 +215,8 @@ def _mismatch(record: _Record, module: ModuleKey, arguments: tuple) -> str | Non
     watch = record.watch
     for key, value in module.values.items():
         if record.module.values.get(key) != value and (key in watch.reads or key[0] in watch.dict_reads):
+            if key in record.indices and key[0] not in watch.dict_reads and value[:2] == ("plain", int):
+                continue  # an index, which only selects: the replay selects again
             path, attribute = key
             return f"attribute {path + '.' if path else ''}{attribute} differs and is read"
     for kind, name, then, now in watch.outside_now():
@@ -253,12 +271,42 @@ def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
         if (steps := call.path_of(p)) is not None and steps not in known:
             known.add(steps)
             record.checked_values.append(steps)
+    _note_indices(record, call, seen - made - arguments)
     for x in tree_flatten(watched.output)[0]:
         if isinstance(x, Proxy) and not isinstance(x, (TensorProxy, NumberProxy)):
             raise NotReplayable(f"returns a {type(x).__name__}")
         if isinstance(x, torch.Tensor):
             raise NotReplayable("returns a tensor thunder did not proxy")
     record.output = watched.output
+
+
+def _note_indices(record: _Record, call: ModuleCall, outside: set) -> None:
+    """The module's ints the call used only as the index of a list from outside (``Watch.selecting``) whose
+    selections a replay can make again: the list read from an object the replay key compares by identity (an
+    argument's attribute, a global) and passed to nothing that reads its items unseen; what each selected reached
+    no other way (``outside``: the variables of what the call's ops read from outside it)."""
+    watch = record.watch
+    then = [value for _, _, value in watch.outside_reads.values()]
+    module = {v for v, _ in record.module_tensors}
+    elsewhere = record.argument_variables | module | watch.reached_tensors
+    for key in watch.selecting:
+        mine = [s for s in watch.selections if s.index == key]
+        if any(id(s.container) in watch.passed or not any(s.container.value is x for x in then) for s in mine):
+            continue
+        if any(isinstance(s.value, TensorProxy) and variableify(s.value) in elsewhere for s in mine):
+            continue
+        if any(id(w) in watch.reached for w, s in watch.holders.values() if s.index == key):
+            continue
+        wrapper = next(w for w, k in watch.indices.values() if k == key)
+        try:
+            path = access_path(wrapper.provenance, call.wrapped.provenance)
+        except NotReplayable:
+            continue
+        if path is not None:
+            record.indices[key] = path
+            record.selections += mine
+    selected = {variableify(s.value) for s in record.selections if isinstance(s.value, TensorProxy)}
+    record.kept = outside - module - selected
 
 
 def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments: tuple, leaves: list, *,
@@ -293,6 +341,7 @@ def _replay(state: _Compilation, record: _Record, call: ModuleCall, leaves: list
         if not isinstance(p := call.reach(steps), Proxy):
             raise NotReplayable(f"the access path {steps} gives no tensor on this module")
         swap[v] = p
+    _select_again(record, call, swap)
     if not call.check_again(record.checked_values, record.python_checks):  # and of its own values
         raise NotReplayable("the block has no access path for the checks of its Python values")
     if (program := _program(state, record, swap)) is not None:
@@ -301,6 +350,27 @@ def _replay(state: _Compilation, record: _Record, call: ModuleCall, leaves: list
         get_tracectx().peek_scope().extend(programs.replayed(record.bsyms, record.made, swap))
         output = tree_map(lambda x: swap.get(variableify(x), x) if isinstance(x, Proxy) else x, record.output)
     return call.returning(output)
+
+
+def _select_again(record: _Record, call: ModuleCall, swap: dict) -> None:
+    """Make the record's selections with this module's indices: a tensor selected is this call's (of the record's
+    metadata, and no other tensor of the call), a plain value the same, an item of the same class, an attribute
+    read from it the same object; raises ``Differs`` where not."""
+    selected: dict = {}
+    for selection in record.selections:
+        now, then = call.select(selection, record.indices[selection.index]), selection.value
+        if isinstance(then, TensorProxy):
+            if not isinstance(now, TensorProxy) or leaf_key(now) != leaf_key(then):
+                raise Differs(f"it selects a tensor of other metadata by its {selection.index[1]}")
+            if selected.setdefault(variableify(then), now) is not now:
+                raise Differs(f"it selects one tensor where the record selected two by its {selection.index[1]}")
+        elif not (snapshot(now) == snapshot(then) if is_plain(then) else
+                  type(now) is type(then) if not selection.steps else now is then):  # fmt: skip
+            raise Differs(f"what it selects by its {selection.index[1]} differs")
+    others = {variableify(p) for p in swap.values()} | record.kept
+    if len({variableify(p) for p in selected.values()} | others) != len(selected) + len(others):
+        raise Differs("a tensor it selects is another of its tensors")
+    swap.update(selected)
 
 
 def _call_program_instead(state: _Compilation, record: _Record, start: int, *, compile: bool = True) -> None:

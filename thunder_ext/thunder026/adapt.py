@@ -180,6 +180,7 @@ def _adapt_once() -> None:
     printing.install()  # a string in a collection printed as Python reads it back, in the extension's compilations
     for adapt in HOOKS.adaptations:  # the integrations' entries (``tensor_scatter_``'s symbol)
         adapt()
+    module_calls.follow_indices()  # last: around every opcode handler the changes above put in thunder's table
 
 
 def divert(torch_fn, thunder_fn) -> None:

@@ -14,6 +14,8 @@ thunder 0.2.6's interpreter runs the Python of every module call; the extension 
   a module's member dicts changed, a trace scope left open, a module or an object with attributes passed to a C
   function other than a few known to read none: ``vars``, ``operator.attrgetter`` and ``object.__getattribute__``
   read attributes that the interpreter does not see read).
+- **An int of the module followed to its uses** (``follow_indices``): moved, indexing a list from outside (a
+  ``Selection``), or used; and an item it selected followed the same way.
 - **Another call made from a watched one's facts**: a tensor's access path from the module (``path_of``: constant
   attribute loads and subscripts, from the provenance thunder keeps), run again on another module through the
   interpreter's own ``getattr`` and subscript (``reach``, so the prologue unpacks and checks what it reaches as
@@ -27,9 +29,10 @@ itself.
 from __future__ import annotations
 
 import enum
+import functools
 import operator
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +50,7 @@ from thunder.core.interpreter import (
     wrap,
     wrap_const,
 )
-from thunder.core.proxies import Proxy
+from thunder.core.proxies import Proxy, TensorProxy, variableify
 from thunder.core.trace import get_tracectx
 
 from thunder_ext.thunder026 import python_guards
@@ -61,11 +64,27 @@ class NotReplayable(Exception):
     """Why a call, or a record of one, cannot be traced again from what it did: the call is then interpreted."""
 
 
+class Differs(NotReplayable):
+    """Why a call may not replay a record that others still may (what it selects differs from the record's)."""
+
+
 def is_plain(v: Any) -> bool:
     """Whether ``v`` is an immutable value, compared by value (anything else is compared by identity)."""
     if v is None or isinstance(v, (bool, int, float, complex, str, bytes, torch.dtype, torch.device, enum.Enum)):
         return True
     return type(v) in (tuple, frozenset) and all(is_plain(x) for x in v)
+
+
+@dataclass
+class Selection:
+    """A value a watched call reached by indexing a list from outside its subtree with an int of one of its modules
+    (HF's ``past_key_values.layers[self.layer_idx].keys``): the index, the list, the attributes read from the item
+    (none: the item itself), and the value read then. A replay with another index reads it again by that path."""
+
+    index: tuple[str, str]  # the module's attribute: (relative path, name)
+    container: WrappedValue
+    steps: tuple[str, ...]
+    value: Any
 
 
 @dataclass
@@ -80,10 +99,35 @@ class Watch:
     member_dicts: set[int] = field(default_factory=set)  # ids of the subtree's member dicts
     made_here: set[int] = field(default_factory=set)  # ids of the WrappedValues the call made
     refused: str | None = None  # the first thing it did that tracing it again would not do again
+    # the ints read from the subtree's attributes, followed to their uses (``follow_indices``): each wrapper by id,
+    # with its attribute; the items with attributes they selected, by id; what was read through them; and the
+    # indices used otherwise than to select
+    indices: dict[int, tuple[WrappedValue, tuple[str, str]]] = field(default_factory=dict)
+    holders: dict[int, tuple[WrappedValue, Selection]] = field(default_factory=dict)
+    selections: list[Selection] = field(default_factory=list)
+    index_uses: set[tuple[str, str]] = field(default_factory=set)
+    # what the call reached otherwise than through an index (the ids of the wrappers its attribute, item and global
+    # reads gave), and the lists it passed to a lookaside or an opaque function: a selection they share is no
+    # selection (the record could not tell which read a replay should make again)
+    reached: set[int] = field(default_factory=set)
+    reached_tensors: set = field(default_factory=set)  # and the variables of the tensors among them
+    passed: set[int] = field(default_factory=set)
+    holder_dicts: set[int] = field(default_factory=set)  # the ids of the selected items' ``__dict__`` wrappers
+
+    def reach(self, value: object) -> None:
+        """Note ``value`` as read otherwise than through an index."""
+        self.reached.add(id(value))
+        if isinstance(held := unwrap(value), TensorProxy):
+            self.reached_tensors.add(variableify(held))
 
     def refuse(self, reason: str) -> None:
         if self.refused is None:
             self.refused = reason
+
+    @property
+    def selecting(self) -> set[tuple[str, str]]:
+        """The subtree's int attributes the call read and used only as a list's index (or not at all)."""
+        return {key for _, key in self.indices.values()} - self.index_uses
 
     def outside_now(self):
         """``(kind, name, then, now)`` of each read from outside the subtree: the value read then, and now."""
@@ -153,8 +197,10 @@ class ModuleCall:
             result = self.interpret()
         finally:
             setattr(ctx, _WATCH, None)
+            _FOLLOWING.discard(id(watch))
         raised = result is INTERPRETER_SIGNALS.EXCEPTION_RAISED
         if not raised:
+            _used(watch, result)  # an index or an object it selected, returned: the replay would return the record's
             if len(trace.scopes) != 1:
                 watch.refuse("leaves a trace scope open")
             if sum(map(len, ctx._additional_outputs.values())) != member_writes:
@@ -186,6 +232,20 @@ class ModuleCall:
             if at is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
                 raise NotReplayable(f"the access path {steps} fails on this module")
             self._reached[steps[: k + 1]] = at
+        return unwrap(at)
+
+    def select(self, selection: Selection, index: tuple[Step, ...]) -> Any:
+        """What ``selection`` read, read again on this call: its list indexed by this module's value at ``index``
+        (read through the interpreter, so that the prologue checks it), and its attributes read from the item;
+        unwrapped."""
+        self.reach(index)
+        at = _interpret_call(list.__getitem__, selection.container, self._reached[index])
+        for name in selection.steps:
+            if at is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+                break
+            at = _interpret_call(getattr, at, wrap_const(name))
+        if at is INTERPRETER_SIGNALS.EXCEPTION_RAISED:
+            raise Differs(f"the list's item at this module's {selection.index[1]} has no {selection.steps}")
         return unwrap(at)
 
     def check_again(self, checked_values: list[tuple[Step, ...]], python_checks: list[tuple]) -> bool:
@@ -323,15 +383,29 @@ def _user_reads_dict() -> bool:
     return inst is not None and inst.opname in ("LOAD_ATTR", "LOAD_METHOD") and inst.argval == "__dict__"
 
 
-def _note_read(obj: WrappedValue, name: WrappedValue, value: object) -> None:
+def _note_read(obj: WrappedValue, name: WrappedValue, value: object, *, plain: bool) -> None:
+    """``plain``: a ``getattr`` of two arguments (not ``hasattr``, not one with a default)."""
     watch = _watch()
     if watch is None:
         return
     held, attribute = unwrap(obj), unwrap(name)
+    if id(obj) in watch.holders:  # an item an index selected: read again from the item another index selects
+        selection = watch.holders[id(obj)][1]
+        if attribute == "__dict__" and not _user_reads_dict():  # the interpreter's own attribute lookup
+            watch.holder_dicts.add(id(value))
+        elif not plain or attribute == "__dict__":
+            watch.index_uses.add(selection.index)
+        elif isinstance(attribute, str) and attribute in vars(held):  # else its class's: the item's class is compared
+            _select(watch, Selection(selection.index, selection.container, (*selection.steps, attribute), None), value)
+    elif attribute != "__self__":  # a method's object: the interpreter unbinding a method bound to what it reached
+        watch.reach(value)
     path = watch.paths.get(id(held))
     if path is not None:
         if attribute != "__dict__":
             watch.reads.add((path, attribute))
+            if isinstance(value, WrappedValue) and type(value.value) is int:  # followed to its uses
+                watch.indices[id(value)] = (value, (path, attribute))
+                _FOLLOWING.add(id(watch))
         elif _user_reads_dict():
             watch.dict_reads.add(path)
         return
@@ -357,10 +431,10 @@ def _made_by_the_call(watch: Watch, wrapped: object) -> bool:
     )  # fmt: skip
 
 
-def _reading(lookaside: Callable) -> Callable:
+def _reading(lookaside: Callable, *, getattr_: bool) -> Callable:
     def read(obj, name, *rest):
         value = lookaside(obj, name, *rest)
-        _note_read(obj, name, value)
+        _note_read(obj, name, value, plain=getattr_ and not rest)
         return value
 
     return read
@@ -407,7 +481,10 @@ def _item_reading(lookaside: Callable) -> Callable:
             held, k = unwrap(obj), unwrap(key)
             if id(held) not in watch.member_dicts and is_plain(k):
                 watch.outside_reads.setdefault(("item", id(held), k), (obj, k, _item_now(obj, k)))
-        return lookaside(obj, key, *rest)
+        value = lookaside(obj, key, *rest)
+        if watch is not None and id(key) not in watch.indices and id(obj) not in watch.holder_dicts:
+            watch.reach(value)
+        return value
 
     return read
 
@@ -419,6 +496,137 @@ _READ_NO_ATTRIBUTES = frozenset(
 )  # fmt: skip
 
 
+# ---- an int of the module followed to its uses -------------------------------------------------------------------
+#
+# An HF decoder layer reads ``self.layer_idx`` only to pass it to ``past_key_values.update``, which indexes the
+# cache's list of layers with it; a replay may give such a layer another index only where its record used the value
+# for nothing else. thunder's interpreter uses a value where an opcode handler computes with it, or a call passes it
+# to a lookaside or an opaque function. So each int read from an attribute of the subtree is followed by its
+# wrapper (thunder wraps an int afresh at each read; frames, stacks and calls then hold that wrapper): moving it is
+# no use (a local, an argument bound to a named parameter of an interpreted Python function, a return within the
+# call); indexing a list from outside the subtree with it selects the item (``Selection``); anything else, passing
+# it on inside a container too, is a use. An item with attributes that an index selected is followed the same way
+# (its identity could be compared), and each attribute of its own read from it is a selection.
+
+_FOLLOWING: set[int] = set()  # ids of the watches following an index now (a set: compilations may run on threads)
+# the opcodes that move a value without reading it, or read it only through a call ``_following_calls`` sees
+_MOVING = frozenset({
+    "LOAD_FAST", "STORE_FAST", "LOAD_CONST", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE", "PUSH_NULL", "PRECALL",
+    "KW_NAMES", "CALL", "LOAD_ATTR", "LOAD_METHOD", "BINARY_SUBSCR", "POP_TOP", "COPY", "SWAP", "RETURN_VALUE",
+    "RESUME", "NOP", "EXTENDED_ARG", "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "COPY_FREE_VARS",
+})  # fmt: skip
+# a list's items read by these are noted as read (``Watch.reach``)
+_READING_ITEMS = frozenset(map(id, (list.__getitem__, getattr, hasattr)))
+_BINDING = frozenset(map(id, (types.FunctionType.__get__, types.MethodDescriptorType.__get__,
+                              types.WrapperDescriptorType.__get__)))  # fmt: skip
+_HEAP_TYPE = 1 << 9  # ``Py_TPFLAGS_HEAPTYPE``: a class made by a ``class`` statement
+
+
+def _followed(watch: Watch, wrapped: object, depth: int = 0) -> Iterator[tuple[str, str]]:
+    """The indices ``wrapped`` is, selected, or holds (an item of a tuple, list or dict the interpreter tracks)."""
+    if not isinstance(wrapped, WrappedValue):
+        return
+    if (index := watch.indices.get(id(wrapped))) is not None:
+        yield index[1]
+    elif (holder := watch.holders.get(id(wrapped))) is not None:
+        yield holder[1].index
+    items = wrapped.item_wrappers
+    if items and depth < 4:
+        for item in items.values() if isinstance(items, dict) else items:
+            yield from _followed(watch, item, depth + 1)
+
+
+def _used(watch: Watch, *values: object) -> None:
+    for value in values:
+        watch.index_uses.update(_followed(watch, value))
+
+
+def _holder(value: object) -> bool:
+    """Whether ``value``'s attributes are all in its ``__dict__`` or its class's Python (no slots, no C base): an
+    object whose attributes a replay reads again one by one."""
+    if not isinstance(getattr(value, "__dict__", None), dict) or isinstance(value, (type, types.ModuleType, Proxy)):
+        return False
+    classes = type(value).__mro__
+    return all(c is object or (c.__flags__ & _HEAP_TYPE and not c.__dict__.get("__slots__")) for c in classes)
+
+
+def _select(watch: Watch, selection: Selection, result: object) -> None:
+    """Note what an index selected (``selection.steps`` empty) or what was read from it: a tensor, a plain value,
+    or an object (the item: compared by class, then followed; an attribute's: compared by identity); anything else
+    is a use."""
+    if not isinstance(result, WrappedValue):
+        watch.index_uses.add(selection.index)
+        return
+    value = result.value
+    selection = Selection(selection.index, selection.container, selection.steps, value)
+    if isinstance(value, TensorProxy) or is_plain(value):
+        watch.selections.append(selection)
+    elif not selection.steps and _holder(value):
+        watch.holders[id(result)] = (result, selection)
+        watch.selections.append(selection)
+    elif selection.steps and not isinstance(value, (Proxy, torch.Tensor, list, dict, set)):
+        watch.selections.append(selection)
+    else:
+        watch.index_uses.add(selection.index)
+
+
+def _following_calls(watch: Watch, fn: Callable, found: Callable | None, args: tuple, kwargs: dict):
+    """``found``, the lookaside of a call the interpreter dispatches (None: ``fn``'s Python is interpreted, or ``fn``
+    called opaquely), once what the call does with the followed values is noted; a selection's lookaside notes the
+    item it gives."""
+    positional = [(i, key) for i, a in enumerate(args) for key in _followed(watch, a)]
+    named = [(name, key) for name, a in kwargs.items() for key in _followed(watch, a)]
+    called = [holder[1].index for holder in watch.holders.values() if holder[0].value is fn]
+    if not positional and not named and not called:
+        return found
+    if fn is list.__getitem__ and len(args) == 2 and not kwargs and id(args[1]) in watch.indices:
+        container = args[0]
+        outside = type(container.value) is list and not _made_by_the_call(watch, container)
+        if outside and found is not None and not next(_followed(watch, container), None):
+            index = watch.indices[id(args[1])][1]
+
+            def select(*a):
+                result = found(*a)
+                _select(watch, Selection(index, container, (), None), result)
+                return result
+
+            return select
+    elif id(fn) in _BINDING and [i for i, _ in positional] == [1] and not named and not called:
+        return found  # a function bound to the item (a method looked up): its call is followed
+    elif fn is getattr and not kwargs and id(args[0]) in watch.holders:
+        if not any(next(_followed(watch, a), None) for a in args[1:]):
+            return found  # ``_note_read`` notes the selection (or the use: with a default)
+    elif found is None and not called and isinstance(fn, types.FunctionType):
+        code = fn.__code__
+        parameters = code.co_varnames[code.co_posonlyargcount : code.co_argcount + code.co_kwonlyargcount]
+        if all(i < code.co_argcount for i, _ in positional) and all(name in parameters for name, _ in named):
+            return found
+    watch.index_uses.update(key for _, key in (*positional, *named))
+    watch.index_uses.update(called)
+    return found
+
+
+def _following_opcodes(opname: str, handler: Callable) -> Callable:
+    def handle(inst, /, **kwargs):
+        if _FOLLOWING and (watch := _watch()) is not None and (watch.indices or watch.holders):
+            if opname == "MAKE_CELL":  # a local put in a cell, which a closure that thunder does not run may read
+                _used(watch, kwargs["frame"].localsplus[inst.arg])
+            else:
+                _used(watch, *kwargs["stack"]._stack)
+        return handler(inst, **kwargs)
+
+    return handle
+
+
+def follow_indices() -> None:
+    """Follow each int a watched call reads from its subtree through every opcode handler but those that only move
+    it; installed last, around the handlers the other changes put in thunder's table."""
+    table = interpreter._default_opcode_handler_map
+    for opname, handler in table.items():
+        if opname not in _MOVING:
+            table[opname] = _following_opcodes(opname, handler)
+
+
 def _seeing_opaque_calls(lookaside: Callable) -> Callable:
     """thunder runs a C function (``vars``, ``operator.attrgetter``, ``object.__getattribute__``) without seeing what
     it reads: a watched call that passes such a function a module of its subtree or an object from outside it with
@@ -427,6 +635,10 @@ def _seeing_opaque_calls(lookaside: Callable) -> Callable:
 
     def find(fn, *args, **kwargs):
         found = lookaside(fn, *args, **kwargs)
+        if _FOLLOWING and (watch := _watch()) is not None and (watch.indices or watch.holders):
+            found = _following_calls(watch, fn, found, args, kwargs)
+        if id(fn) not in _READING_ITEMS and (found is not None or interpreter.is_opaque(fn)) and (watch := _watch()):
+            watch.passed.update(id(a) for a in (*args, *kwargs.values()) if type(unwrap(a)) is list)
         if found is None and (watch := _watch()) is not None and id(fn) not in _READ_NO_ATTRIBUTES:
             if interpreter.is_opaque(fn):
                 made = 1 if getattr(fn, "__name__", None) == "__init__" else 0  # the object an __init__ makes
@@ -463,6 +675,7 @@ def _noting_made(callback: Callable) -> Callable:
 def _noting_globals(callback: Callable) -> Callable:
     def read_global(value, name):
         if (watch := _watch()) is not None:
+            watch.reach(value)
             frame = get_interpreterruntimectx().peek_frame_stack()
             globals_ = unwrap(frame.globals) if frame is not None else None
             if isinstance(globals_, dict):
@@ -491,7 +704,7 @@ def install() -> None:
     lookasides = jit_ext._general_jit_lookaside_map
     lookasides[torch.nn.Module._call_impl] = _call_impl_lookaside
     for read in (getattr, hasattr):
-        _wrap_entry(lookasides, read, _reading)
+        _wrap_entry(lookasides, read, functools.partial(_reading, getattr_=read is getattr))
     for assign in (setattr, object.__setattr__):
         _wrap_entry(lookasides, assign, _assigning)
     for opname in _GLOBAL_CHANGES:
