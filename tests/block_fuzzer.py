@@ -15,8 +15,9 @@ A program is the Python source of a small model, written to a file of its own an
 - **a write** (``WRITES``: a cache written at positions, an accumulator, a slice, each layer's row of a tensor the
   root passes it and reads whole after the layers, one tensor the root passes every layer, the layer's argument; an
   attribute of the layer's or of an object outside the model assigned); and in a quarter of the programs, an HF-like
-  cache (``KV``: an object the root passes every layer, whose tensor of the layer's index it writes), which makes each
-  layer a record of its own, whose ops may call another record's program.
+  cache (``KV``: an object the root passes every layer, whose tensor of the layer's index it writes), which a replay
+  selects by each layer's own index, unless the layer uses its index otherwise too (``INDEX_USES``, in half of them):
+  then each layer is a record of its own, whose ops may call another record's program.
 
 ``run_program`` runs the model eagerly and under ``thunder_ext.jit`` four ways (``WAYS``), each on a model of its own
 built alike: replaying blocks (the default), with block programs (saved to a compile cache folder of the program's),
@@ -155,6 +156,18 @@ class KV:
         self.layers[i].index_copy_(1, pos, new.unsqueeze(1))
         return self.layers[i].mean(1)  # not the sum, which grows each layer's rounding (Inductor's, fused)
 '''
+
+
+# what a layer that finds its cache by its index may do with the index besides (``KV``): each a use that keeps a replay
+# from giving a layer its own index, or (the last) a read of a layer's cache by a constant beside the selection
+INDEX_USES = [
+    "y = y * (1.0 + self.idx)",
+    "y = -y if self.idx < 2 else y",
+    "y = y * len(str(self.idx))",
+    "y = y * {0: 1.0, 1: 0.5, 2: 2.0, 3: 1.5, 4: 3.0}[self.idx]",
+    "y = y * max(self.idx, 1)",
+    "y = y + {kv}.layers[0].mean(1)",
+]
 
 
 @dataclass
@@ -383,6 +396,7 @@ class _Source:
             self.layer_params.append(f"kv_{n}=None")
             self.call_args.append(f"kv_{n}=self.kv_{n}")
             self.layer_body.append(f"y = y + kv_{n}.update({w}, pos, self.idx)")
+            self.layer_body += [use.replace("{kv}", f"kv_{n}") for use in f.uses]
             if f.values == ["read after"]:  # else, as HF's model, only the layers read it (a program's call may stand)
                 self.root_post.append(f"x = x + torch.stack(self.kv_{n}.layers).sum(0).sum(1)")
         elif f.kind == "argument":
@@ -464,7 +478,11 @@ def make_program(seed: int, index: int) -> Program:
     # an HF-like cache (``KV``), which makes every layer a record of its own (in a program made to replay, of the
     # same ops, so that all call one program): drawn apart, as the container is
     if (hf_cache := random.Random(f"block:{seed}:{index}:hf_cache")).random() < 0.25:
-        source.write(Feature("kv", "cache_object", "write", ["read after"] if hf_cache.random() < 0.5 else []))
+        kv = Feature("kv", "cache_object", "write", ["read after"] if hf_cache.random() < 0.5 else [])
+        # half of them use the index otherwise too (its own stream: the programs drawn before are kept)
+        if (use := random.Random(f"block:{seed}:{index}:index_use")).random() < 0.5:
+            kv.uses = [use.choice(INDEX_USES)]
+        source.write(kv)
     source.two_outputs = rng.random() < 0.25
     # drawn apart, so that each seed's programs are otherwise what they were before Sequential blocks were candidates
     source.container = "Sequential" if random.Random(f"block:{seed}:{index}:container").random() < 0.3 else "ModuleList"
