@@ -193,10 +193,12 @@ class ModuleCall:
         member_writes = sum(map(len, ctx._additional_outputs.values()))
         start, checks, python_checks = len(trace.bound_symbols), len(ctx._constraints), python_guards.mark()
         setattr(ctx, _WATCH, watch)
+        _WATCHING.add(id(watch))
         try:
             result = self.interpret()
         finally:
             setattr(ctx, _WATCH, None)
+            _WATCHING.discard(id(watch))
             _FOLLOWING.discard(id(watch))
         raised = result is INTERPRETER_SIGNALS.EXCEPTION_RAISED
         if not raised:
@@ -508,7 +510,9 @@ _READ_NO_ATTRIBUTES = frozenset(
 # it on inside a container too, is a use. An item with attributes that an index selected is followed the same way
 # (its identity could be compared), and each attribute of its own read from it is a selection.
 
-_FOLLOWING: set[int] = set()  # ids of the watches following an index now (a set: compilations may run on threads)
+# ids of the watches interpreting a call now, and of those following an index (sets: compilations may run on threads)
+_WATCHING: set[int] = set()
+_FOLLOWING: set[int] = set()
 # the opcodes that move a value without reading it, or read it only through a call ``_following_calls`` sees
 _MOVING = frozenset({
     "LOAD_FAST", "STORE_FAST", "LOAD_CONST", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLOSURE", "PUSH_NULL", "PRECALL",
@@ -635,17 +639,19 @@ def _seeing_opaque_calls(lookaside: Callable) -> Callable:
 
     def find(fn, *args, **kwargs):
         found = lookaside(fn, *args, **kwargs)
-        if _FOLLOWING and (watch := _watch()) is not None and (watch.indices or watch.holders):
+        if not _WATCHING or (watch := _watch()) is None:
+            return found
+        if _FOLLOWING and (watch.indices or watch.holders):
             found = _following_calls(watch, fn, found, args, kwargs)
-        if id(fn) not in _READING_ITEMS and (found is not None or interpreter.is_opaque(fn)) and (watch := _watch()):
+        opaque = found is None and interpreter.is_opaque(fn)
+        if (found is not None or opaque) and id(fn) not in _READING_ITEMS:
             watch.passed.update(id(a) for a in (*args, *kwargs.values()) if type(unwrap(a)) is list)
-        if found is None and (watch := _watch()) is not None and id(fn) not in _READ_NO_ATTRIBUTES:
-            if interpreter.is_opaque(fn):
-                made = 1 if getattr(fn, "__name__", None) == "__init__" else 0  # the object an __init__ makes
-                for a in (*args[made:], *kwargs.values()):
-                    if _has_attributes_to_read(watch, a):
-                        name = getattr(fn, "__qualname__", type(fn).__name__)
-                        watch.refuse(f"passes a {type(unwrap(a)).__name__} to {name}, whose reads thunder cannot see")
+        if opaque and id(fn) not in _READ_NO_ATTRIBUTES:
+            made = 1 if getattr(fn, "__name__", None) == "__init__" else 0  # the object an __init__ makes
+            for a in (*args[made:], *kwargs.values()):
+                if _has_attributes_to_read(watch, a):
+                    name = getattr(fn, "__qualname__", type(fn).__name__)
+                    watch.refuse(f"passes a {type(unwrap(a)).__name__} to {name}, whose reads thunder cannot see")
         return found
 
     return find
