@@ -277,6 +277,13 @@ def _arithmetic(x: torch.Tensor) -> torch.Tensor:
     return x * sum(ints) + n + sum(floats) * x.sum() + sum(mixed)
 
 
+def _as_thunder_traces(monkeypatch, change, traced):
+    """``traced()`` with the interpreter change of the module ``change`` left out, as in stock thunder."""
+    with monkeypatch.context() as thunders:
+        thunders.setattr(change, "compiling_with_extension", lambda: False)
+        return traced()
+
+
 @pytest.mark.executor_sets("defaults")  # the interpreter's handler: what it traces, before any executor runs
 def test_plain_numbers_operators_trace_what_thunders_handler_traces(monkeypatch):
     from thunder_ext.thunder026 import plain_arithmetic
@@ -292,9 +299,7 @@ def test_plain_numbers_operators_trace_what_thunders_handler_traces(monkeypatch)
         rest = [line for line in str(prologue).splitlines() if "check_python_values" not in line]
         return out, str(thunder.last_traces(jitted)[0]), rest, set(checks.decoded(guard.args[0]))
 
-    with monkeypatch.context() as thunders:
-        thunders.setattr(plain_arithmetic, "compiling_with_extension", lambda: False)
-        theirs = traced()
+    theirs = _as_thunder_traces(monkeypatch, plain_arithmetic, traced)
     torch.testing.assert_close(theirs[0], _arithmetic(x))
 
     def as_thunders() -> bool:
@@ -400,9 +405,7 @@ def test_globals_read_trace_what_thunders_reading_traces(monkeypatch, builtins_a
         out = jitted(x)
         return out, str(thunder.last_traces(jitted)[0]), str(thunder.last_prologue_traces(jitted)[0])
 
-    with monkeypatch.context() as thunders:
-        thunders.setattr(global_loads, "compiling_with_extension", lambda: False)
-        theirs = traced()
+    theirs = _as_thunder_traces(monkeypatch, global_loads, traced)
     torch.testing.assert_close(theirs[0], fn(x))
 
     def as_thunders() -> bool:

@@ -296,28 +296,25 @@ def test_the_growing_caches_write_assigns_no_attribute_and_compares_no_index_so_
     caplog.set_level(logging.INFO, logger="thunder_ext")
     eager = model("llama")
 
-    def first_token(m):
-        return greedy(m, prompt(), 1).sequences
+    def said() -> str:
+        """The replay's log line of a compilation through the recipe, whose first token is eager's."""
+        caplog.clear()
+        compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
+        assert torch.equal(greedy(compiled, prompt(), 1).sequences, greedy(eager, prompt(), 1).sequences)
+        (line,) = _replay_reasons(caplog)
+        return line
 
-    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
-    assert torch.equal(first_token(compiled), first_token(eager))
-    (said,) = _replay_reasons(caplog)
+    line = said()
     assert re.search(r": 1 interpreted \(\d+\.\d s\), 1 replayed \(\d+\.\d s\); compiled LlamaDecoderLayer once "
-                     r"\(\d+\.\d s\), called 2 times$", said), said
+                     r"\(\d+\.\d s\), called 2 times$", line), line
     # broken on purpose: HF's own making of layers, which compares the index
     from thunder_ext.integrations.hf_transformers import Cache, GrowingLayer, GrowingStaticCache, StaticLayer
 
     with monkeypatch.context() as hf:
         hf.setattr(GrowingStaticCache, "append_new_layers", Cache.append_new_layers)
-        caplog.clear()
-        compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
-        assert torch.equal(first_token(compiled), first_token(eager))
-        (said,) = _replay_reasons(caplog)
-        assert "; 1 interpreted: attribute self_attn.layer_idx differs and is read, recorded;" in said, said
+        line = said()
+        assert "; 1 interpreted: attribute self_attn.layer_idx differs and is read, recorded;" in line, line
     # broken on purpose: HF's own update, with its check of the device
     monkeypatch.setattr(GrowingLayer, "update", StaticLayer.update)
-    caplog.clear()
-    compiled = thunder.compile(copy.deepcopy(eager), recipe=HFTransformersRecipe(), plugins="inplace")
-    assert torch.equal(first_token(compiled), first_token(eager))
-    (said,) = _replay_reasons(caplog)
-    assert "assigns the attribute 'device' of an object it did not make" in said, said
+    line = said()
+    assert "assigns the attribute 'device' of an object it did not make" in line, line

@@ -363,7 +363,7 @@ def _select_again(record: _Record, call: ModuleCall, swap: dict) -> None:
             if not isinstance(now, TensorProxy) or leaf_key(now) != leaf_key(then):
                 raise Differs(f"it selects a tensor of other metadata by its {selection.index[1]}")
             if selected.setdefault(variableify(then), now) is not now:
-                raise Differs(f"it selects one tensor where the record selected two by its {selection.index[1]}")
+                raise Differs(f"it selects two tensors where the record selected one by its {selection.index[1]}")
         elif not (snapshot(now) == snapshot(then) if is_plain(then) else
                   type(now) is type(then) if not selection.steps else now is then):  # fmt: skip
             raise Differs(f"what it selects by its {selection.index[1]} differs")
