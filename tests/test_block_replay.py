@@ -660,3 +660,22 @@ def _another_slot(model: nn.Module, bank: Bank) -> None:
 def test_a_replayed_layer_whose_index_or_state_changes_after_compiling_computes_eagers_output(edit, caplog):
     traced, _ = selecting_matches_eager(SelectingStack(), Bank(4), caplog, edit)
     assert traced == ["interpreted", "replayed", "replayed", "replayed"]
+
+
+@pytest.mark.executor_sets("defaults")  # the compile cache's entries: what is traced and checked, before any executor
+def test_a_compilation_whose_layers_select_their_state_is_loaded_only_where_its_indices_are_the_same(
+    monkeypatch, tmp_path
+):
+    """Saved to a compile cache folder, a replayed model is loaded by a jit of its own; a model whose two layers
+    select each other's state (their indices swapped) loads nothing and computes eager's outputs."""
+    monkeypatch.setenv("THUNDER_EXT_CACHE_DIR", str(tmp_path))
+    x = torch.randn(2, 8, generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    model = SelectingStack()
+    swapped = copy.deepcopy(model)
+    swapped.layers[1].index, swapped.layers[2].index = 2, 1
+    for m, loads in ((model, 0), (model, 1), (swapped, 0)):
+        jitted, bank, ours = thunder_ext.jit(copy.deepcopy(m), compile_cache=True), Bank(4), Bank(4)
+        with torch.no_grad():
+            assert_close(jitted(x, ours), m(x, bank))
+        assert thunder_ext.cache_loads(jitted) == loads
