@@ -622,6 +622,25 @@ def test_layers_whose_index_only_selects_their_state_are_replayed(how, caplog):
     assert traced == ["interpreted", "replayed", "replayed", "replayed"]
 
 
+@pytest.mark.parametrize("how", ["", "writes what it selects"])
+def test_layers_whose_index_only_selects_their_state_are_replayed_in_a_training_step(how, caplog):
+    """With grad: the replayed layers (a block program with its backward where the block writes nothing, else its
+    ops replayed) give eager's outputs, parameter gradients and states."""
+    caplog.set_level(logging.INFO, logger="thunder_ext")
+    torch.manual_seed(0)
+    model, x = SelectingStack(how), torch.randn(2, 8)
+    jitted, ours, bank = thunder_ext.jit(copy.deepcopy(model)), Bank(4), Bank(4)
+    got, want = jitted(x, ours), model(x, bank)
+    got.sum().backward()
+    want.sum().backward()
+    assert_close(got, want)
+    for a, b in zip(jitted._model.parameters(), model.parameters(), strict=True):
+        assert_close(a.grad, b.grad)
+    for a, b in zip(ours.slots, bank.slots, strict=True):
+        assert_close(a.t, b.t)
+    assert hows(jitted) == ["interpreted", "replayed", "replayed", "replayed"]
+
+
 @pytest.mark.parametrize("how", ["compares its index", "adds its index", "formats its index", "hashes its index",
                                  "passes its index in a tuple", "passes its index to a C function",
                                  "reads a slot by a constant too", "compares what it selects", "iterates the slots"])
