@@ -259,19 +259,21 @@ def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
                 made.add(v)
                 record.made.append(p)
     known: set[tuple[Step, ...]] = set()
+    module: set = set()
     seen = made | arguments
     for p in read:  # made here or an argument: the call's own; read from nowhere in the module: shared, kept
         if (v := variableify(p)) not in seen:
             seen.add(v)
             if (steps := call.path_of(p)) is not None:
                 record.module_tensors.append((v, steps))
+                module.add(v)
                 known.add(steps)
     # the prologue's checks of the module's values (``block_idx == 0``): made again on the replayed module
     for p in watched.checked:
         if (steps := call.path_of(p)) is not None and steps not in known:
             known.add(steps)
             record.checked_values.append(steps)
-    _note_indices(record, call, seen - made - arguments)
+    _note_indices(record, call, own=arguments | module, outside=seen - made - arguments - module)
     for x in tree_flatten(watched.output)[0]:
         if isinstance(x, Proxy) and not isinstance(x, (TensorProxy, NumberProxy)):
             raise NotReplayable(f"returns a {type(x).__name__}")
@@ -280,15 +282,15 @@ def _finish(record: _Record, call: ModuleCall, watched: Watched) -> None:
     record.output = watched.output
 
 
-def _note_indices(record: _Record, call: ModuleCall, outside: set) -> None:
+def _note_indices(record: _Record, call: ModuleCall, *, own: set, outside: set) -> None:
     """The module's ints the call used only as the index of a list from outside (``Watch.selecting``) whose
     selections a replay can make again: the list read from an object the replay key compares by identity (an
     argument's attribute, a global) and passed to nothing that reads its items unseen; what each selected reached
-    no other way (``outside``: the variables of what the call's ops read from outside it)."""
+    no other way (``own``: the variables of the call's arguments and module tensors; ``outside``: of the rest its
+    ops read)."""
     watch = record.watch
     then = [value for _, _, value in watch.outside_reads.values()]
-    module = {v for v, _ in record.module_tensors}
-    elsewhere = record.argument_variables | module | watch.reached_tensors
+    elsewhere = own | watch.reached_tensors
     for key in watch.selecting:
         mine = [s for s in watch.selections if s.index == key]
         if any(id(s.container) in watch.passed or not any(s.container.value is x for x in then) for s in mine):
@@ -306,7 +308,7 @@ def _note_indices(record: _Record, call: ModuleCall, outside: set) -> None:
             record.indices[key] = path
             record.selections += mine
     selected = {variableify(s.value) for s in record.selections if isinstance(s.value, TensorProxy)}
-    record.kept = outside - module - selected
+    record.kept = outside - selected
 
 
 def _record(state: _Compilation, call: ModuleCall, module: ModuleKey, arguments: tuple, leaves: list, *,

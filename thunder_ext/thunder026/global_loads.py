@@ -20,6 +20,7 @@ Retired by: thunder reading a global without interpreting a function.
 from __future__ import annotations
 
 import types
+from functools import partial
 from typing import Any
 
 from thunder.core import interpreter
@@ -45,12 +46,13 @@ def _globals_lookup(globals_dict: Any, name: Any) -> Any:
         return _read(globals_dict, name)
     builtins = held.get("__builtins__")
     if type(builtins) is dict and key in builtins:
-        wrapped = _read(globals_dict, wrap_const("__builtins__"))
-        return wrapped if wrapped is INTERPRETER_SIGNALS.EXCEPTION_RAISED else _read(wrapped, name)
-    if isinstance(builtins, types.ModuleType) and hasattr(builtins, key):
-        wrapped = _read(globals_dict, wrap_const("__builtins__"))
-        return wrapped if wrapped is INTERPRETER_SIGNALS.EXCEPTION_RAISED else _interpret_call(getattr, wrapped, name)
-    return _thunders(globals_dict, name)
+        read_builtin = _read
+    elif isinstance(builtins, types.ModuleType) and hasattr(builtins, key):
+        read_builtin = partial(_interpret_call, getattr)
+    else:
+        return _thunders(globals_dict, name)
+    wrapped = _read(globals_dict, wrap_const("__builtins__"))
+    return wrapped if wrapped is INTERPRETER_SIGNALS.EXCEPTION_RAISED else read_builtin(wrapped, name)
 
 
 def install() -> None:
