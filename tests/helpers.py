@@ -255,12 +255,13 @@ def is_write_or_rename(bsym) -> bool:
     return is_copy_to_out(bsym) or bsym.sym.name == "update_aliases"
 
 
-def hoist(trace, first):
-    """An adversarial scheduler: a topological order that runs the ops ``first`` picks as early as dataflow allows.
+def hoist(trace, first, *, latest: bool = False):
+    """An adversarial scheduler: a topological order that runs the ops ``first`` picks as early as dataflow allows
+    (of those ready, the earliest in program order, or the latest where ``latest``).
 
     Legal for any pass that respects dataflow, so dataflow edges are all that keep a write below the
     readers of the value it overwrites (``hoist_writes``) and above the readers of its new value
-    (``hoist_reads``).
+    (``hoist_reads``), and two ops in eager's order (``run_latest_first``).
     """
     *body, ret = without_dels(trace)
     produced: set[str] = set()
@@ -268,7 +269,7 @@ def hoist(trace, first):
     while body:
         ready = [b for b in body if all(p.name in produced for p in b.flat_proxy_args)]
         eager = [b for b in ready if first(b)]
-        pick = (eager or ready)[0]
+        pick = (eager or ready)[-1 if latest else 0]
         body.remove(pick)
         scheduled.append(pick)
         produced.update(p.name for p in pick.flat_proxy_outs)
@@ -281,6 +282,11 @@ def hoist_writes(trace):
 
 def hoist_reads(trace):
     return hoist(trace, lambda b: not is_write_or_rename(b))
+
+
+def run_latest_first(trace):
+    """Ops that no edge orders run in the reverse of their order: two writes of different tensors, say."""
+    return hoist(trace, lambda b: False, latest=True)
 
 
 def sink_reads(trace):
@@ -298,6 +304,11 @@ def sink_reads(trace):
         body.remove(pick)
         placed.append(pick)
     return rescheduled(trace, placed[::-1] + [ret])
+
+
+class LatestFirst(Transform):
+    def transform_trace_post_optimization(self, trace, **kwargs):
+        return run_latest_first(trace)
 
 
 class SinkReads(Transform):

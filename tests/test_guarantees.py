@@ -8,7 +8,16 @@ import thunder_ext
 from thunder_ext.transforms import InplaceOrderingError, InplaceTransform
 from thunder_ext.transforms.aliasing import Aliases
 from thunder_ext.transforms.op_kinds import is_copy_to_out
-from helpers import HoistReads, HoistWrites, SinkReads, assert_matches_eager, functionalized_trace, hoist_writes, writes_in
+from helpers import (
+    HoistReads,
+    HoistWrites,
+    LatestFirst,
+    SinkReads,
+    assert_matches_eager,
+    functionalized_trace,
+    hoist_writes,
+    writes_in,
+)
 
 
 # The adversaries reschedule the top-level ops that the PyTorch executor runs one by one; inside a torch.compile
@@ -308,6 +317,44 @@ def test_a_chain_on_an_argument_around_an_op_that_may_fail_writes_it_before_and_
     assert all(aliases.same_tensor(w.kwargs["out"], trace.args[0]) for w in (first, second))
     # without an op that may fail between them, the chain is one write (test_one_write_per_tensor_...)
     (write,) = writes_in(functionalized_trace(assert_matches_eager(lambda x: x.add_(1.0).mul_(2.0), torch.zeros(3))))
+
+
+def writes_at_one_position_twice(k, v, pos, new):
+    k.index_copy_(0, pos, new)
+    v.index_copy_(0, pos, new * 2)
+    return v.sum()
+
+
+def index_copy_indices(trace) -> list[str]:
+    return [b.args[2].name for b in trace.bound_symbols if b.sym.name == "index_copy"]
+
+
+def test_an_op_at_the_index_and_bound_an_earlier_op_of_its_kind_took_waits_for_no_write_between():
+    # V's write at K's position fails only where K's failed first: it need not follow K's write (a decode step)
+    args = torch.zeros(4, 2), torch.zeros(4, 2), torch.tensor([1]), torch.ones(1, 2)
+    first, second = index_copy_indices(functionalized_trace(assert_matches_eager(writes_at_one_position_twice, *args)))
+    assert first == second
+    # another bound: V's may fail where K's did not, and follows K's write by its index renamed with it
+    args = torch.zeros(8, 2), *args[1:]
+    first, second = index_copy_indices(functionalized_trace(assert_matches_eager(writes_at_one_position_twice, *args)))
+    assert first != second
+
+
+@pytest.mark.parametrize("size_k, bad", [(4, 9), (8, 5)], ids=["both fail", "the second fails"])
+@pytest.mark.parametrize(
+    "transforms", [[], [HoistReads()], [LatestFirst()]], ids=["as scheduled", "reads hoisted", "latest first"]
+)
+def test_a_failure_at_an_index_an_earlier_op_took_finds_what_eager_finds(size_k, bad, transforms, executor_set):
+    def call(fn):
+        k, v = torch.zeros(size_k, 2), torch.zeros(4, 2)
+        with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+            fn(k, v, torch.tensor([bad]), torch.ones(1, 2))
+        return k, v
+
+    args = torch.zeros(size_k, 2), torch.zeros(4, 2), torch.tensor([1]), torch.ones(1, 2)
+    jfn = assert_matches_eager(writes_at_one_position_twice, *args, transforms=transforms)
+    for got, expected in zip(call(jfn), call(writes_at_one_position_twice)):
+        assert torch.equal(got, expected)
 
 
 def test_a_write_into_an_intermediate_does_not_land_for_a_failure():

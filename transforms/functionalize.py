@@ -30,7 +30,9 @@ From that rule follow the guarantees this pass owns (tests/test_guarantees.py ch
    with such an op between them writes it once before the op and once after. A user's ``assert`` on a
    tensor is such an op (``checked_assert``, ``thunder_ext.thunder026.tensor_asserts``), and every later op that may
    fail reads its integer tensor renamed with the check's result, so that eager's ``AssertionError`` comes
-   first, as an index the assert guards would fail after it.
+   first, as an index the assert guards would fail after it. An op that indexes as an earlier op of its kind did
+   (``how_it_indexes``: the same index tensor, the same bound) fails only where that op fails first, so it is
+   no such op: a decode step's value write at the position its key write checked lands with it, not after it.
 4. *Readers of the new value run after the write.* They read ``computed`` (which the write
    consumes) or, once the write is emitted, its result; reads through other aliases go through
    an ``update_aliases`` that consumes the write's result: thunder's, or, for an alias thunder
@@ -83,6 +85,7 @@ from thunder_ext.transforms.gradients import (
 )
 from thunder_ext.transforms.op_kinds import (
     decomposed_data_args,
+    how_it_indexes,
     is_copy_to_out,
     is_index_like,
     is_update_aliases,
@@ -137,6 +140,22 @@ class _Functionalizer:
     producer: ProxyDict = field(default_factory=ProxyDict)  # of what the pass emitted
     may_fail: list[Proxy] = field(default_factory=list)  # results of ops that may fail at runtime, so far
     last_check: TensorProxy | None = None  # the result of the latest check of a user's assert (``checked_assert``)
+    indexed: set[tuple[str, str, int]] = field(default_factory=set)  # how the ops that may fail indexed so far
+
+    def may_fail_first(self, bsym: BoundSymbol) -> bool:
+        """Rule 3's ops: those that may fail at runtime, but an op that indexes as an earlier one of its kind (op,
+        index, bound: it fails only where that one failed first, and reads its index as renamed for it)."""
+        if not may_fail_at_runtime(bsym):
+            return False
+        return (key := self.indexing_key(bsym)) is None or key not in self.indexed
+
+    def indexing_key(self, bsym: BoundSymbol) -> tuple[str, str, int] | None:
+        """``bsym``'s op, the current name of its index and the bound it must stay below; None if it indexes no
+        such way (``how_it_indexes``)."""
+        how = how_it_indexes(bsym)
+        if how is None or how.bound is None or not isinstance(how.index, TensorProxy):
+            return None
+        return bsym.sym.name, self.resolve(how.index).name, how.bound
 
     def resolve(self, p: Proxy) -> Proxy:
         """The current value of the tensor that ``p`` names.
@@ -168,8 +187,10 @@ class _Functionalizer:
         for o in tensor_outs(bsym):  # made now, from names that follow every landed write (refresh)
             if (landed := self.storage(o).landed) is not None:
                 self.tensor(o).synced = landed.name
-        if may_fail_at_runtime(bsym):
+        if self.may_fail_first(bsym):
             self.may_fail.extend(bsym.flat_proxy_outs)
+            if (key := self.indexing_key(bsym)) is not None:
+                self.indexed.add(key)
         if bsym.sym.id == checked_assert.id:
             self.last_check = bsym.output
 
@@ -220,7 +241,7 @@ class _Functionalizer:
         renamed together with their results, a dataflow edge that no later pass can reorder, and one
         that carries no gradient: renamed with a tensor that thunder differentiates, a float one would
         give the writes' sources a zero gradient where eager gives none."""
-        if not may_fail_at_runtime(bsym):
+        if not self.may_fail_first(bsym):
             return
         landed = [self.flush(s) for s in self.pending_writes() if s.argument]
         # after a user's assert, as in eager: a later op that may fail, the index it guards, fails there

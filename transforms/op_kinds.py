@@ -2,9 +2,9 @@
 analysis (``transforms/aliasing.py``): whether it may return a view of its first argument (``is_view_op``), writes
 in place and what (``thunder_inplace_write``, ``write_destination``, ``written_tensors``, ``fused_writes``), renames
 tensors (``is_update_aliases``), is elementwise (``is_elementwise``) or may fail when it runs
-(``may_fail_at_runtime``); which tensors it takes, reads and returns (``tensor_args``, ``data_args``,
-``tensor_outs``); which thunder op an executor's symbol runs (``thunder_op_id``); and the user's line it was traced
-from (``source_line``, ``located_at``).
+(``may_fail_at_runtime``; ``how_it_indexes``, where an index out of range is its one failure); which tensors it
+takes, reads and returns (``tensor_args``, ``data_args``, ``tensor_outs``); which thunder op an executor's symbol
+runs (``thunder_op_id``); and the user's line it was traced from (``source_line``, ``located_at``).
 
 Where unsure, a predicate answers the way that can only turn an in-place write into a copy: an op that may return a
 view is a view (thunder's own lists of view-returning and may-return-view ops, plus the view prims), an op not known
@@ -13,7 +13,8 @@ to be elementwise is not, an op that takes an integer tensor may fail unless it 
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 
 import thunder.torch as ltorch
 from thunder.core import dtypes, prims
@@ -222,6 +223,43 @@ def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
     if not any(map(is_index_like, tensor_args(bsym))):
         return False
     return not (is_copy_to_out(bsym) or is_update_aliases(bsym) or _cannot_fail(bsym))
+
+
+@dataclass(frozen=True)
+class Indexing:
+    """How an op that may fail only on an index out of range indexes: ``tensor`` along ``dim`` at ``index``, which
+    the extension's executor checks as ``checked_as`` (``executors/torch_inplace.py``), which also takes ``others``."""
+
+    tensor: TensorProxy
+    dim: int
+    index: TensorProxy
+    others: tuple[TensorProxy, ...]
+    checked_as: str
+
+    @property
+    def bound(self) -> int | None:
+        """The size the index must stay below, where the trace knows it."""
+        size = self.tensor.shape[self.dim]
+        return size if isinstance(size, int) else None
+
+
+# thunder's ops, by name, whose only failure at runtime is an index out of range, as each indexes
+_INDEXING: dict[str, Callable[[BoundSymbol], Indexing | None]] = {
+    "index_copy": lambda op: Indexing(op.args[0], op.args[1], op.args[2], (op.args[3],), "index_copy_"),
+    "index_add": lambda op: Indexing(op.args[0], op.args[1], op.args[2], (op.args[3],), "index_add_"),
+    "index_select": lambda op: Indexing(op.args[0], op.args[1], op.args[2], (), "index_select"),
+    "embedding": lambda op: None if _max_norm(op) is not None else Indexing(op.args[1], 0, op.args[0], (), "embedding"),
+}
+
+
+def _max_norm(embedding: BoundSymbol) -> float | None:
+    """With a ``max_norm``, ``embedding`` also writes its weight."""
+    return embedding.args[3] if len(embedding.args) > 3 else embedding.kwargs.get("max_norm")
+
+
+def how_it_indexes(op: BoundSymbol) -> Indexing | None:
+    """How ``op`` indexes, where its only failure at runtime is an index out of range; else None."""
+    return _INDEXING[op.sym.name](op) if op.sym.name in _INDEXING else None
 
 
 def _cannot_fail(bsym: BoundSymbol) -> bool:

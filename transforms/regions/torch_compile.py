@@ -13,8 +13,7 @@ The rules hold for the regions of thunder's three torch.compile executors (a cop
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from thunder.core import dtypes
 from thunder.core.proxies import TensorProxy
@@ -23,7 +22,9 @@ from thunder.executors.torch_compile import torch_compile_cat_ex, torch_compile_
 
 from thunder_ext.executors.torch_inplace import CHECKED_WRITES, checked_index, updates_a_base
 from thunder_ext.transforms.op_kinds import (
+    Indexing,
     data_args,
+    how_it_indexes,
     is_copy_to_out,
     is_update_aliases,
     is_view_op,
@@ -203,33 +204,7 @@ def _view_returned_from_before(region: RegionOps, write: BoundSymbol) -> str | N
     return next((o.name for o in outputs if aliases.tensor_key(o) in before), None)
 
 
-@dataclass(frozen=True)
-class _Indexing:
-    """How an op that may fail only on an index out of range indexes: ``tensor`` along ``dim`` at ``index``,
-    run here as ``checked_as`` (``executors/torch_inplace.py``), which also takes ``others``."""
-
-    tensor: TensorProxy
-    dim: int
-    index: TensorProxy
-    others: tuple[TensorProxy, ...]
-    checked_as: str
-
-
-# thunder's ops, by name, whose only failure at runtime is an index out of range, as each indexes
-_INDEXING: dict[str, Callable[[BoundSymbol], _Indexing | None]] = {
-    "index_copy": lambda op: _Indexing(op.args[0], op.args[1], op.args[2], (op.args[3],), "index_copy_"),
-    "index_add": lambda op: _Indexing(op.args[0], op.args[1], op.args[2], (op.args[3],), "index_add_"),
-    "index_select": lambda op: _Indexing(op.args[0], op.args[1], op.args[2], (), "index_select"),
-    "embedding": lambda op: None if _max_norm(op) is not None else _Indexing(op.args[1], 0, op.args[0], (), "embedding"),
-}
-
-
-def _max_norm(embedding: BoundSymbol) -> float | None:
-    """With a ``max_norm``, ``embedding`` also writes its weight."""
-    return embedding.args[3] if len(embedding.args) > 3 else embedding.kwargs.get("max_norm")
-
-
-def _checkable(op: BoundSymbol, region: RegionOps) -> _Indexing | None:
+def _checkable(op: BoundSymbol, region: RegionOps) -> Indexing | None:
     """How ``op`` indexes, its index as the region input it names, where a check of that input before the
     region can stand for ``op``'s own: the region takes the index as an input (functionalization may rename
     it, to order the op after writes) and does not write its storage, so that the check sees
@@ -238,7 +213,7 @@ def _checkable(op: BoundSymbol, region: RegionOps) -> _Indexing | None:
 
     On the CPU only: on a GPU the check would wait for the device at every call and could not be captured
     in a CUDA graph, and eager's own failure there is a device-side assert; none of it can be tried here."""
-    indexing = _INDEXING[op.sym.name](op) if op.sym.name in _INDEXING else None
+    indexing = how_it_indexes(op)
     if indexing is None or indexing.tensor.device.type != "cpu" or not all(isinstance(n, int) for n in indexing.tensor.shape):
         return None
     aliases, storage = region.aliases, region.aliases.storage_key(indexing.index)
@@ -250,7 +225,7 @@ def _checkable(op: BoundSymbol, region: RegionOps) -> _Indexing | None:
     return replace(indexing, index=index)
 
 
-def _position_checked_ops(region: RegionOps) -> tuple[list[tuple[_Indexing, BoundSymbol]], list[BoundSymbol]]:
+def _position_checked_ops(region: RegionOps) -> tuple[list[tuple[Indexing, BoundSymbol]], list[BoundSymbol]]:
     """The ops of the region that may fail at runtime, as ``(checked, unchecked)``: ``checked`` are the first op of
     each index and bound that a check before the region can stand for (with how it indexes), in the region's
     order; the others are ``unchecked``.
@@ -260,7 +235,7 @@ def _position_checked_ops(region: RegionOps) -> tuple[list[tuple[_Indexing, Boun
     same index and bound fails only where the first does, so it needs no check of its own (a decode step
     writes and reads every layer's cache at one position).
     """
-    checked: dict[tuple[str, int], tuple[_Indexing, BoundSymbol]] = {}
+    checked: dict[tuple[str, int], tuple[Indexing, BoundSymbol]] = {}
     unchecked: list[BoundSymbol] = []
     fusion = region.fusion
     for k, op in enumerate(fusion.subsymbols):
