@@ -280,6 +280,33 @@ def test_views_between_taken_out_writes_join_the_region_before_them():
     assert regions(jfn) == ["TorchCompile0", "TorchCompile1"]  # before the writes, and after them
 
 
+def write_then_repeat_kv(k, v, pos, new_k, new_v):
+    # HF's StaticLayer.update, then repeat_kv of the keys before the values'
+    k.index_copy_(2, pos, new_k * 2)
+    v.index_copy_(2, pos, new_v * 2)
+    keys = k[:, :, None].expand(1, 2, 2, 16, 8).reshape(1, 4, 16, 8)
+    values = v[:, :, None].expand(1, 2, 2, 16, 8).reshape(1, 4, 16, 8)
+    return (keys * values).sum()
+
+
+def test_a_taken_out_write_moves_above_the_views_of_the_one_before_it():
+    # at two positions (a prefill) both writes leave the region; V's reads nothing of K's views, nor does its
+    # index_copy wait for K's write (it fails only where K's fails first), so it runs with K's: the views join
+    # the region after them instead of a region of their own
+    args = (torch.zeros(1, 2, 16, 8), torch.zeros(1, 2, 16, 8), torch.tensor([3, 4]), torch.randn(1, 2, 2, 8),
+            torch.randn(1, 2, 2, 8))  # fmt: skip
+    jfn = assert_matches_eager(write_then_repeat_kv, *args)
+    assert all(how.startswith("in place at the") for how, _ in decisions(jfn))
+    assert regions(jfn) == ["TorchCompile0", "TorchCompile1"]  # before the writes, and after them
+    after = []
+    for fn in (jfn, write_then_repeat_kv):  # K's write fails at 16, having written 5: V stays as it was
+        k, v = torch.zeros(1, 2, 16, 8), torch.zeros(1, 2, 16, 8)
+        with pytest.raises(IndexError, match="index 16 is out of bounds"):
+            fn(k, v, torch.tensor([5, 16]), *args[3:])
+        after.append((k, v))
+    assert all(torch.equal(a, b) for a, b in zip(*after))
+
+
 def test_an_op_that_may_fail_stays_after_the_taken_out_write_before_it():
     # the gather fails on a bad index; eager has written k by then, so it must not move before that write
     # (in a region it fails as Inductor's bounds check, a RuntimeError, as with stock thunder)

@@ -25,6 +25,7 @@ from thunder_ext.transforms.op_kinds import (
     is_view_op,
     located_at,
     may_fail_at_runtime,
+    written_tensors,
 )
 from thunder_ext.transforms.regions.rules import RegionOps, rules_for
 from thunder_ext.transforms.traced import on_torch_executor
@@ -87,9 +88,11 @@ def take_out(region: RegionOps, refused: list[BoundSymbol], fresh_number: int) -
 
     An op (a write too) that ``_may_run_before`` the taken-out ops since the last run joins that run instead
     of starting one: each region call costs Dynamo's guard checks, and litgpt's ``self.v[:bs]`` between the
-    K and V writes would otherwise be a region of its own, per layer and step. A run of renames alone (the
-    functionalizer orders an op that may fail after the writes before it by a rename) runs on the PyTorch
-    executor: it has no kernel to compile, and a region call costs more than its ops.
+    K and V writes would otherwise be a region of its own, per layer and step. Likewise a taken-out op that
+    ``_may_move_above`` the runs since the last taken-out ones joins those: HF's V write, after the views of
+    the K cache that read the K write, would otherwise cut a region of those views out, compiled apart. A run of
+    renames alone (the functionalizer orders an op that may fail after the writes before it by a rename) runs on
+    the PyTorch executor: it has no kernel to compile, and a region call costs more than its ops.
     """
     fusion = region.fusion
     ops, outputs = fusion.subsymbols, list(fusion.flat_proxy_outs)
@@ -100,10 +103,15 @@ def take_out(region: RegionOps, refused: list[BoundSymbol], fresh_number: int) -
         if producer is not None and isinstance(producer.output, TensorProxy) and not is_copy_to_out(producer):
             taken[id(producer)] = on_torch_executor(producer)
     pieces: list[tuple[bool, list[BoundSymbol]]] = []  # (a run of region ops?, its ops)
-    last_run = -1  # index in pieces of the latest run
+    last_run, last_taken = -1, -1  # indices in pieces of the latest run, of the latest taken-out ops
     for op in ops:
         if id(op) in taken:
-            pieces.append((False, taken[id(op)]))
+            passed = [b for _, piece in pieces[last_taken + 1 :] for b in piece]
+            if last_taken >= 0 and _may_move_above(taken[id(op)], passed):
+                pieces[last_taken][1].extend(taken[id(op)])
+            else:
+                last_taken = len(pieces)
+                pieces.append((False, taken[id(op)]))
         elif last_run >= 0 and _may_run_before(op, [b for _, piece in pieces[last_run + 1 :] for b in piece]):
             pieces[last_run][1].append(op)
         else:
@@ -152,6 +160,19 @@ def _may_run_before(op: BoundSymbol, passed: list[BoundSymbol]) -> bool:
         return True
     results = {o.name for b in passed for o in b.flat_proxy_outs}
     return not (may_fail_at_runtime(op) or results.intersection(p.name for p in op.flat_proxy_args))
+
+
+def _may_move_above(moved: list[BoundSymbol], passed: list[BoundSymbol]) -> bool:
+    """Whether taken-out ops ``moved`` may run before the region's ops ``passed`` instead of after, with the same
+    effects and errors: they read none of their results (functionalization gives a write the readers of the
+    old value it overwrites as such results, ``after``), ``passed`` writes nothing that a failure of theirs would
+    find unwritten, and not both may fail (which would change whose error eager's order raises)."""
+    results = {o.name for b in passed for o in b.flat_proxy_outs}
+    if any(results.intersection(p.name for p in b.flat_proxy_args) for b in moved):
+        return False
+    if any(map(written_tensors, passed)):
+        return False
+    return not (any(map(may_fail_at_runtime, moved)) and any(map(may_fail_at_runtime, passed)))
 
 
 def rebuild_without(fusion: BoundSymbol, refused: list[BoundSymbol]) -> list[BoundSymbol]:
