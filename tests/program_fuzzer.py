@@ -102,6 +102,7 @@ class Builder:
     body: list[str] = field(default_factory=list)
     tensors: list[Var] = field(default_factory=list)  # float32 tensors the body may view, read or write
     reads: list[str] = field(default_factory=list)
+    indices: dict[tuple[int, bool], tuple[str, int]] = field(default_factory=dict)  # (size, distinct): the last index
     counter: int = 0
 
     def fresh(self, prefix: str) -> str:
@@ -166,11 +167,17 @@ class Builder:
         return self.new_arg(f"torch.randint(-3, 4, {src_shape})", src_shape, usable=False)
 
     def index_arg(self, size: int, *, distinct: bool) -> tuple[str, int]:
+        """An index tensor into a dimension of ``size``; sometimes the one an earlier op took, as a layer's K and V
+        writes take one position (an op at an index an earlier op took waits for no write: functionalize rule 3)."""
+        if (size, distinct) in self.indices and self.draw(st.booleans()):
+            return self.indices[size, distinct]
         if distinct:
             positions = self.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=size, unique=True))
         else:
             positions = self.draw(st.lists(st.integers(0, size - 1), min_size=1, max_size=size + 1))
-        return self.new_arg(f"torch.tensor({positions})", (len(positions),), usable=False), len(positions)
+        index = self.new_arg(f"torch.tensor({positions})", (len(positions),), usable=False), len(positions)
+        self.indices[size, distinct] = index
+        return index
 
     def operand(self, shape: tuple[int, ...]) -> str:
         return str(self.draw(st.sampled_from(SCALARS))) if self.draw(st.booleans()) else self.source_for(shape)
