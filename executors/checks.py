@@ -362,10 +362,12 @@ Root = int | str | tuple[str, int]
 
 
 def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
-    """The function that reads each value of ``spec`` again, each prefix of a path once, and returns the index of the
-    first that differs (-1: none); and the classes it names, each by the name it gives it."""
+    """The function that reads each value of ``spec`` again, each prefix of a path once, and returns the indices of
+    those that differ (none: the call holds; all of them, so that a compilation drops every check its interpreter
+    read otherwise at one compile of the text, ``failing``); and the classes it names, each by the name it gives it."""
     # builtins as arguments' defaults: local loads, not global lookups, thousands of times a call
-    lines, names, classes = ["def guard(roots, type=type, len=len, tuple=tuple, sorted=sorted):"], {}, {}
+    lines = ["def guard(roots, type=type, len=len, tuple=tuple, sorted=sorted):", "    differ = []"]
+    names, classes = {}, {}
 
     def var(root: Root, steps: tuple) -> str:
         at = (root,)
@@ -395,8 +397,8 @@ def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
     for i, (root, steps, expected) in enumerate(spec):
         at = var(root, steps)
         test = f"{at} is {var(*expected[1:])}" if expected[0] == "same" else _predicate(at, expected, classes)
-        lines += [f"    if not ({test}):", f"        return {i}"]
-    lines.append("    return -1")
+        lines += [f"    if not ({test}):", f"        differ.append({i})"]
+    lines.append("    return differ")
     return "\n".join(lines), classes
 
 
@@ -469,18 +471,20 @@ class PythonValueChanged(ValueError):
     """A value the compiled program was traced for reads otherwise now: a prologue's miss, never the user's error."""
 
 
-def failing(spec: tuple, roots: tuple) -> int:
-    """The index of the first check of ``spec`` that ``roots`` fail (-1: none), a check that cannot read failing."""
+def failing(spec: tuple, roots: tuple) -> list[int]:
+    """The indices of the checks of ``spec`` that ``roots`` fail, a check that cannot read failing."""
     try:
         return _compiled_guard(spec)(roots)
-    except Exception:  # noqa: BLE001  (the path that raised: the first that does not return)
+    except Exception:  # noqa: BLE001  (the path that raised: the first that does not return, then the rest)
         for i in range(len(spec)):
             try:
-                if _compiled_guard(spec[i : i + 1])(roots) >= 0:
-                    return i
+                if _compiled_guard(spec[i : i + 1])(roots):
+                    break
             except Exception:  # noqa: BLE001
-                return i
-        return -1
+                break
+        else:
+            return []
+        return [i, *(i + 1 + j for j in failing(spec[i + 1 :], roots))]
 
 
 def _check_python_values(spec: str | tuple, *roots: object) -> None:
@@ -488,11 +492,11 @@ def _check_python_values(spec: str | tuple, *roots: object) -> None:
     globals of the module named ``root``, or from the ThunderModule of ``roots[i]`` for ``("thunder module", i)``, by
     ``steps``) is as the compilation read it (``thunder026/python_guards.py``)."""
     try:
-        differs = _guard(spec)(roots)
+        differ = _guard(spec)(roots)
     except Exception as e:  # a path that no longer reads: a miss
         raise PythonValueChanged(f"a Python value the program was traced for cannot be read now: {e!r}") from None
-    if differs >= 0:
-        root, steps, expected = decoded(spec)[differs]
+    if differ:
+        root, steps, expected = decoded(spec)[differ[0]]
         raise PythonValueChanged(f"the Python value at {root}, {steps} is no longer {expected}")
 
 

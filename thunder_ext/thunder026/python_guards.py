@@ -469,11 +469,10 @@ def _without_implied_classes(spec: list[tuple], roots: list) -> tuple:
 
 def _holding(spec: tuple, roots: tuple) -> tuple:
     """``spec`` without the checks that fail on ``roots`` now, each logged (at DEBUG)."""
-    while (differs := failing(spec, roots)) >= 0:
-        logger.debug("thunder_ext: a Python value read otherwise by thunder's interpreter, not checked: %s",
-                     spec[differs])  # fmt: skip
-        spec = spec[:differs] + spec[differs + 1 :]
-    return spec
+    differ = set(failing(spec, roots))
+    for i in sorted(differ):
+        logger.debug("thunder_ext: a Python value read otherwise by thunder's interpreter, not checked: %s", spec[i])
+    return tuple(check for i, check in enumerate(spec) if i not in differ)
 
 
 def _record(pr: ProvenanceRecord, steps: Steps) -> ProvenanceRecord:
