@@ -227,8 +227,8 @@ def may_fail_at_runtime(bsym: BoundSymbol) -> bool:
 
 @dataclass(frozen=True)
 class Indexing:
-    """How an op that may fail only on an index out of range indexes: ``tensor`` along ``dim`` at ``index``, which
-    the extension's executor checks as ``checked_as`` (``executors/torch_inplace.py``), which also takes ``others``."""
+    """How an op that may fail only on an index out of range indexes: ``tensor`` along ``dim`` at ``index``; the
+    extension's executor checks it as ``checked_as`` (``executors/torch_inplace.py``), with ``others``."""
 
     tensor: TensorProxy
     dim: int

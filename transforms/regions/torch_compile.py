@@ -242,7 +242,7 @@ def _position_checked_ops(region: RegionOps) -> tuple[list[tuple[Indexing, Bound
         if not may_fail_at_runtime(op):
             continue
         indexing = _checkable(op, region)
-        key = None if indexing is None else (indexing.index.name, indexing.tensor.shape[indexing.dim])
+        key = None if indexing is None else (indexing.index.name, indexing.bound)
         if key in checked:
             continue
         if key is not None and _every_write_follows(fusion, k):
