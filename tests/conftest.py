@@ -29,6 +29,7 @@ pytest_plugins = ["pytester"]  # tests of the --thunder-ext option run pytest in
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "executor_sets(*names): run the test under these executor sets only")
     config.addinivalue_line("markers", "single_threaded: run the test in a process of one Python thread")
+    config.addinivalue_line("markers", "fresh_compilations: the test reads what compiling makes, not what loading does")
     # Every test compiles afresh, and no run shares the compile cache with another or with the user's: the
     # cache is on only where a test asks (opt-in), in a folder of this run's own; tests/test_compile_cache.py turns
     # it on. Where THUNDER_EXT_TESTS_CACHE names a folder, the cache is on there (tests/test_warm_cache.py runs tests
@@ -101,6 +102,17 @@ def leaves_the_process_settings_as_it_found_them():
     after = settings()
     changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert not changed, f"the test left these settings changed (before, after): {changed}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_compilations(request: pytest.FixtureRequest, leaves_the_process_settings_as_it_found_them: None,
+                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A test marked ``fresh_compilations`` reads what a compilation makes and a loaded entry does not (its records
+    of traced blocks, its "compiled" log lines): where ``THUNDER_EXT_TESTS_CACHE`` turns the cache on, the test runs
+    with it as the suite's default is, on only where a compilation asks (``compile_cache=True``). After the check of
+    the settings, so that ``monkeypatch`` restores them before it reads them (autouse fixtures run by name)."""
+    if request.node.get_closest_marker("fresh_compilations") and os.environ.get("THUNDER_EXT_TESTS_CACHE"):
+        monkeypatch.setenv("THUNDER_EXT_CACHE", "opt-in")
 
 
 @pytest.fixture(autouse=True)

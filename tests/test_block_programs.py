@@ -25,6 +25,8 @@ from thunder_ext.thunder026 import cache_entries
 from thunder_ext.regional.programs import program_called
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+# the tests read what replay and the block compiler did (records, log lines), which a loaded entry did not do
+pytestmark = pytest.mark.fresh_compilations
 
 
 def calls_of_programs(jitted) -> int:

@@ -27,6 +27,8 @@ from thunder_ext.executors import checks
 from thunder_ext.transforms import InplaceTransform
 
 litgpt = pytest.importorskip("litgpt", reason="litgpt is not installed (pip install '.[test]')")
+# the tests read what replay and the block compiler did (records, log lines), which a loaded entry did not do
+pytestmark = pytest.mark.fresh_compilations
 
 
 def traced_blocks(jitted):

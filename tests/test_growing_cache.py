@@ -56,6 +56,7 @@ def test_capacity_is_the_smallest_bucket_that_holds_the_positions():
     assert all(b < 2 * p for p, b in edges if b > 4), "above the smallest bucket, less than twice the positions"
 
 
+@pytest.mark.fresh_compilations  # reads each bucket's "compiled" log line
 def test_decode_grows_the_cache_at_each_bucket_edge_and_a_new_sequence_starts_small(caplog, executor_set):
     eager, jitted = eager_and_jitted(limit=16, min_capacity=4)
     # a decode step's writes stay in the torch.compile executor's region; the growth copy's, at several positions, leave
