@@ -28,6 +28,7 @@ import sys
 import types
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from thunder.core import prims
@@ -364,42 +365,180 @@ Root = int | str | tuple[str, int]
 def _guard_source(spec: tuple) -> tuple[str, dict[type, str]]:
     """The function that reads each value of ``spec`` again, each prefix of a path once, and returns the indices of
     those that differ (none: the call holds; all of them, so that a compilation drops every check its interpreter
-    read otherwise at one compile of the text, ``failing``); and the classes it names, each by the name it gives it."""
-    # builtins as arguments' defaults: local loads, not global lookups, thousands of times a call
-    lines = ["def guard(roots, type=type, len=len, tuple=tuple, sorted=sorted):", "    differ = []"]
-    names, classes = {}, {}
+    read otherwise at one compile of the text, ``failing``); and the classes it names, each by the name it gives it.
+    Where blocks of a module list are checked one after another by the same steps (a replayed block's checks are
+    its first block's), it reads them in one loop over the blocks, in the same order: the text of 80 layers' checks
+    one after another took 0.4 s to compile, which the loop's text, of one block's checks, does not grow with."""
+    text = _GuardText()
+    for part in _parts(spec):
+        if isinstance(part, _Loop):
+            text.loop(part)
+        else:
+            root, steps, expected = spec[part]
+            text.check(text.var(root, steps), expected, str(part))
+    text.lines.append("    return differ")
+    return "\n".join(text.lines), text.classes
 
-    def var(root: Root, steps: tuple) -> str:
+
+@dataclass(frozen=True)
+class _Loop:
+    """Checks of consecutive blocks of one module list (``root``, then ``container``: the list's ``_modules``) that
+    read by the same steps: block ``keys[n]``'s checks are ``starts[n]`` onwards, one for each of ``body``'s steps
+    (from the block) and expectations (the first block's), but that check ``varying[m]`` of block ``n`` expects
+    ``values[n][m]`` as its last part (a layer's own index, its own entry of a table)."""
+
+    root: Root
+    container: tuple
+    keys: tuple[str, ...]
+    starts: tuple[int, ...]
+    body: tuple[tuple[tuple, tuple], ...]
+    varying: tuple[int, ...]
+    values: tuple[tuple, ...]
+
+
+# the expectations whose last part, a literal, a loop may read from a variable of each block's (``_predicate``)
+_VARYING = frozenset({"plain", "float", "repr", "keys", "strings", "whole"})
+
+
+def _fixed(expected: tuple) -> tuple:
+    """``expected`` without the part a loop may read from a variable of each block's: the literal last part of a
+    value's expectation (``_VARYING``), the key of the last step of a same object's path (a block's own entry)."""
+    if expected[0] in _VARYING:
+        return expected[:-1]
+    if expected[0] == "same" and expected[2][-1:] and expected[2][-1][0] == "item":
+        return (*expected[:2], expected[2][:-1])
+    return expected
+
+
+def _with_own(expected: tuple, own: object) -> tuple:
+    """``expected`` with ``own`` for the part ``_fixed`` leaves out."""
+    if expected[0] in _VARYING:
+        return (*expected[:-1], own)
+    return (*expected[:2], (*expected[2][:-1], ("item", own)))
+
+
+def _own(expected: tuple) -> object:
+    return expected[-1] if expected[0] in _VARYING else expected[2][-1][1]
+
+
+def _block_step(steps: tuple) -> int | None:
+    """Where ``steps`` first reach a numbered child of a module (its ``_modules``, then an item such as ``'3'``)."""
+    for i in range(1, len(steps)):
+        kind, key = steps[i]
+        if kind == "item" and type(key) is str and key.isdigit() and steps[i - 1] == ("attr", "_modules"):
+            return i
+    return None
+
+
+def _shape(body: list[tuple[tuple, tuple]]) -> str:
+    """A block's checks as the loop's text prints them, but the last part of an expectation a loop may vary."""
+    return repr([(steps, _fixed(expected)) for steps, expected in body])
+
+
+def _parts(spec: tuple) -> list[int | _Loop]:
+    """``spec``'s checks in order, each by its index, but a ``_Loop`` for each run of two blocks or more whose checks
+    print the same but for the block's key and the values a loop may vary (compared as printed: the guard's text
+    prints keys and values)."""
+    runs: list[list] = []  # [first, end, (root, container, key) or None, the checks' steps from the block, expected]
+    for i, (root, steps, expected) in enumerate(spec):
+        at = _block_step(steps)
+        where = None if at is None else (root, steps[:at], steps[at][1])
+        if where is not None and runs and runs[-1][2] == where:
+            runs[-1][1] = i + 1
+            runs[-1][3].append((steps[at + 1 :], expected))
+        else:
+            runs.append([i, i + 1, where, [] if at is None else [(steps[at + 1 :], expected)]])
+    parts: list[int | _Loop] = []
+    j = 0
+    while j < len(runs):
+        first, k = runs[j], j + 1
+        if first[2] is not None:
+            shape = _shape(first[3])
+            while k < len(runs) and runs[k][2] and runs[k][2][:2] == first[2][:2] and _shape(runs[k][3]) == shape:
+                k += 1
+        if k - j > 1:
+            group = runs[j:k]
+            printed = [[repr(expected) for _, expected in r[3]] for r in group]
+            varying = tuple(m for m in range(len(first[3])) if len({p[m] for p in printed}) > 1)
+            values = tuple(tuple(_own(r[3][m][1]) for m in varying) for r in group)
+            keys, starts = tuple(r[2][2] for r in group), tuple(r[0] for r in group)
+            parts.append(_Loop(first[2][0], first[2][1], keys, starts, tuple(first[3]), varying, values))
+        else:
+            parts.extend(range(first[0], first[1]))
+        j = k
+    return parts
+
+
+class _Named:
+    """A value a loop reads from a variable, printed as the variable's name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_IN_BLOCK = object()  # the root of a loop's paths: the block it is at
+
+
+class _GuardText:
+    """A guard's lines as they are written, with a name for each path read so far where the line being written
+    sees it (a loop's own names end with it)."""
+
+    def __init__(self) -> None:
+        # builtins as arguments' defaults: local loads, not global lookups, thousands of times a call
+        self.lines = ["def guard(roots, type=type, len=len, tuple=tuple, sorted=sorted):", "    differ = []"]
+        self.names: dict[tuple, str] = {}
+        self.classes: dict[type, str] = {}
+        self.indent = "    "
+        self.made = 0
+
+    def var(self, root: Root | object, steps: tuple) -> str:
         at = (root,)
-        if at not in names:
-            names[at] = f"v{len(names)}"
+        if at not in self.names:
             if isinstance(root, tuple):  # the ThunderModule of a root (the prologue runs with its compile data)
                 read = f"get_thunder_module(roots[{root[1]}])"
             elif isinstance(root, int):
                 read = f"roots[{root}]"
             else:
                 read = f"vars(sys.modules[{root!r}])"
-            lines.append(f"    {names[at]} = {read}")
+            self._name(at, read)
         for kind, key in steps:
             prefix = (*at, (kind, key))
-            if prefix not in names:
-                names[prefix] = f"v{len(names)}"
+            if prefix not in self.names:
                 if kind == "attr" and key.isidentifier() and not keyword.iskeyword(key):
-                    read = f"{names[at]}.{key}"  # a load, cheaper than a call of getattr
+                    read = f"{self.names[at]}.{key}"  # a load, cheaper than a call of getattr
                 else:
                     read = {"attr": "getattr({}, {!r})", "item": "{}[{!r}]", "has": "hasattr({}, {!r})",
                             "nth": "list({}.values())[{!r}]"}[kind]  # fmt: skip
-                    read = read.format(names[at], key)
-                lines.append(f"    {names[prefix]} = {read}")
+                    read = read.format(self.names[at], key)
+                self._name(prefix, read)
             at = prefix
-        return names[at]
+        return self.names[at]
 
-    for i, (root, steps, expected) in enumerate(spec):
-        at = var(root, steps)
-        test = f"{at} is {var(*expected[1:])}" if expected[0] == "same" else _predicate(at, expected, classes)
-        lines += [f"    if not ({test}):", f"        differ.append({i})"]
-    lines.append("    return differ")
-    return "\n".join(lines), classes
+    def _name(self, path: tuple, read: str) -> str:
+        self.names[path], self.made = f"v{self.made}", self.made + 1
+        self.lines.append(f"{self.indent}{self.names[path]} = {read}")
+        return self.names[path]
+
+    def check(self, at: str, expected: tuple, index: str) -> None:
+        test = f"{at} is {self.var(*expected[1:])}" if expected[0] == "same" else _predicate(at, expected, self.classes)
+        self.lines += [f"{self.indent}if not ({test}):", f"{self.indent}    differ.append({index})"]
+
+    def loop(self, loop: _Loop) -> None:
+        container, outside = self.var(loop.root, loop.container), self.names
+        values = [f"e{m}" for m in range(len(loop.varying))]
+        rows = tuple((key, start, *own) for key, start, own in zip(loop.keys, loop.starts, loop.values))
+        self.lines.append(f"    for {', '.join(['key', 'start', *values])} in {rows!r}:")
+        self.names, self.indent = dict(outside), "        "
+        self._name((_IN_BLOCK,), f"{container}[key]")
+        per_block = dict(zip(loop.varying, values))
+        for n, (steps, expected) in enumerate(loop.body):
+            if n in per_block:
+                expected = _with_own(expected, _Named(per_block[n]))
+            self.check(self.var(_IN_BLOCK, steps), expected, f"start + {n}")
+        self.names, self.indent = outside, "    "
 
 
 def encoded(spec: tuple) -> str | tuple:
@@ -433,22 +572,28 @@ def _guard(spec: str | tuple) -> Callable:
     if known is None or known[0] is not spec:
         while len(_GUARDS) >= _GUARDS_KEPT:
             del _GUARDS[next(iter(_GUARDS))]
-        known = _GUARDS[id(spec)] = (spec, _compiled_guard(decoded(spec)))
+        known = _GUARDS[id(spec)] = (spec, _compiled_guard(spec))
     return known[1]
 
 
-def _compiled_guard(spec: tuple) -> Callable:
-    source, classes = _guard_source(spec)
-    return _executed(source, tuple(classes.items()))
+def _compiled_guard(spec: str | tuple) -> Callable:
+    """The guard of ``encoded`` checks: of their text made once for a few texts, of a tuple each time."""
+    return _compiled_text(spec) if isinstance(spec, str) else _compiled(spec)
 
 
-# by its text: the guard ``failing`` made for a compilation's checks serves its prologue's first call, which decodes
-# the same checks (compiling a text of 30 layers' checks again took 0.1 s); a few kept, the newest
+# by the checks' text: the guard ``failing`` made for a compilation's checks serves its prologue's first call, whose
+# constant is the same text, not built again (80 layers' checks: 0.15 s); a few kept, the newest. Not a spec that is
+# no text (``encoded``): a key equal to another may print otherwise (a str subclass), and the guard prints its keys
 @functools.lru_cache(maxsize=4)
-def _executed(source: str, classes: tuple[tuple[type, str], ...]) -> Callable:
+def _compiled_text(spec: str) -> Callable:
+    return _compiled(decoded(spec))
+
+
+def _compiled(spec: tuple) -> Callable:
+    source, classes = _guard_source(spec)
     namespace = {"sys": sys, "_class_name": _class_name, "python_value": python_value, "whole_value": whole_value,
                  "get_thunder_module": get_thunder_module}  # fmt: skip
-    namespace.update((name, cls) for cls, name in classes)
+    namespace.update((name, cls) for cls, name in classes.items())
     exec(source, namespace)
     return namespace["guard"]
 
@@ -474,11 +619,11 @@ class PythonValueChanged(ValueError):
 def failing(spec: tuple, roots: tuple) -> list[int]:
     """The indices of the checks of ``spec`` that ``roots`` fail, a check that cannot read failing."""
     try:
-        return _compiled_guard(spec)(roots)
+        return _compiled_guard(encoded(spec))(roots)
     except Exception:  # noqa: BLE001  (the path that raised: the first that does not return, then the rest)
         for i in range(len(spec)):
             try:
-                if _compiled_guard(spec[i : i + 1])(roots):
+                if _compiled(spec[i : i + 1])(roots):
                     break
             except Exception:  # noqa: BLE001
                 break

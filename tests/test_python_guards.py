@@ -234,6 +234,7 @@ def test_the_plugin_entry_point_guards_too():
         torch.testing.assert_close(compiled(x), model(x))
 
 
+@pytest.mark.fresh_compilations  # reads the compilation's records of its blocks
 def test_a_replayed_block_is_checked_by_its_own_paths():
     """Block replay traces layer 0 and replays it for the others; a config set on layer 1 only is seen."""
     torch.manual_seed(0)
@@ -253,15 +254,16 @@ def test_a_replayed_block_is_checked_by_its_own_paths():
 def test_the_guard_compiled_while_compiling_serves_the_first_call():
     # ``_holding`` runs the guard of a compilation's checks to drop those the interpreter read otherwise; the
     # prologue's first call decodes the same checks, and gets that guard, not a second compile of its text
-    checks._executed.cache_clear()
+    checks._compiled_text.cache_clear()
     model, x = Model(), torch.randn(2, 4)
     jitted = thunder_ext.jit(model, compile_cache=False)
     with torch.no_grad():
         jitted(x)
-    info = checks._executed.cache_info()
+    info = checks._compiled_text.cache_info()
     assert (info.misses, info.hits) == (1, 1)
 
 
+@pytest.mark.fresh_compilations  # reads the compilation's records of its blocks
 def test_a_number_of_a_replayed_block_that_thunder_would_check_is_checked():
     """A replay makes thunder's prologue checks of a replayed block's numbers Python checks
     (``python_guards.replay_values``): an ``eps`` set on layer 2 only, after the compilation, is a miss."""
@@ -402,14 +404,72 @@ def test_a_process_keeps_a_bounded_number_of_guards_and_makes_an_evicted_one_aga
 def test_a_compilation_drops_every_check_its_interpreter_read_otherwise_at_one_compile():
     """``_holding`` leaves out each check that the traced call itself fails (HF's configs answer ``getattr`` by their
     own rules), all of them from one compile of the guard's text: each compile of a 30-layer HF model's took 0.2 s."""
-    checks._executed.cache_clear()
+    checks._compiled_text.cache_clear()
     roots = (Holder(),)  # Holder.c is 2.0
     spec = tuple((0, (("attr", "c"),), ("float", float(v).hex())) for v in (1, 2, 3, 2))
     assert python_guards._holding(spec, roots) == (spec[1], spec[3])
-    assert checks._executed.cache_info().misses == 1
+    assert checks._compiled_text.cache_info().misses == 1
     # a check whose path no longer reads fails too, and the checks after it are still read
     unreadable = (0, (("attr", "gone"),), ("float", (2.0).hex()))
     assert checks.failing((spec[0], unreadable, *spec[1:]), roots) == [0, 1, 3]
+
+
+class _Layer(torch.nn.Module):
+    def __init__(self, index: int) -> None:
+        super().__init__()
+        self.index, self.scale, self.lin = index, 0.5, torch.nn.Linear(2, 2)
+
+
+def _stack_and_its_checks() -> tuple[torch.nn.Module, tuple]:
+    """Four layers in a module list, each checked by the same steps as a replayed block's are: its own index, a
+    float, a child's class, the child as the entry of a table (a snapshot's) under the layer's own name."""
+    stack = torch.nn.Module()
+    stack.h = torch.nn.ModuleList(_Layer(i) for i in range(4))
+    stack.table = {f"h.{i}.lin": layer.lin for i, layer in enumerate(stack.h)}
+    at_h = (("attr", "_modules"), ("item", "h"), ("attr", "_modules"))
+    spec = [(0, (("attr", "table"),), ("len", "builtins.dict", 4))]
+    for i in range(4):
+        layer = (*at_h, ("item", str(i)))
+        spec += [(0, (*layer, ("attr", "index")), ("plain", "int", i)),
+                 (0, (*layer, ("attr", "scale")), ("float", (0.5).hex())),
+                 (0, (*layer, ("attr", "_modules"), ("item", "lin")), ("class", "torch.nn.modules.linear.Linear")),
+                 (0, (*layer, ("attr", "lin")), ("same", 0, (("attr", "table"), ("item", f"h.{i}.lin"))))]  # fmt: skip
+    spec.append((0, (*at_h, ("item", "3"), ("attr", "index")), ("plain", "int", 3)))
+    return stack, tuple(spec)
+
+
+CHANGES = {
+    "none": lambda stack: None,
+    "an index": lambda stack: setattr(stack.h[2], "index", 7),
+    "a float": lambda stack: setattr(stack.h[1], "scale", 0.25),
+    "a child's class": lambda stack: setattr(stack.h[3], "lin", torch.nn.Identity()),
+    "a table's entry": lambda stack: stack.table.update({"h.0.lin": torch.nn.Linear(2, 2)}),
+    "the first and last layer": lambda stack: [setattr(stack.h[0], "index", 1), setattr(stack.h[3], "scale", 1.0)],
+}
+
+
+@pytest.mark.parametrize("change", CHANGES)
+def test_a_guard_reads_blocks_checked_alike_in_a_loop_and_finds_what_each_check_alone_finds(change):
+    """Layers checked one after another by the same steps (a replayed block's checks are its first block's) are read
+    in one loop (the text of 80 layers' checks took 0.4 s to compile); each check alone, which no loop reads, finds
+    the same checks failing, in the same order."""
+    stack, spec = _stack_and_its_checks()
+    source, _ = checks._guard_source(spec)
+    assert source.count(" for ") == 1 and "differ.append(start + 3)" in source  # the four layers in one loop
+    CHANGES[change](stack)
+    alone = [i for i in range(len(spec)) if checks._compiled(spec[i : i + 1])((stack,))]
+    assert checks._compiled(spec)((stack,)) == alone
+    assert (alone == []) == (change == "none")
+
+
+def test_a_loop_of_the_guard_stops_where_a_block_no_longer_reads_as_each_check_alone_does():
+    stack, spec = _stack_and_its_checks()
+    del stack.h[2].scale  # the third layer's float: an AttributeError from its path
+    with pytest.raises(AttributeError, match="scale"):
+        checks._compiled(spec[10:11])((stack,))
+    with pytest.raises(AttributeError, match="scale"):
+        checks._compiled(spec)((stack,))
+    assert checks.failing(spec, (stack,)) == [10]
 
 
 class _Reading(torch.nn.Module):
