@@ -18,6 +18,8 @@ import operator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 import thunder
 import torch
 
@@ -470,6 +472,64 @@ def test_a_loop_of_the_guard_stops_where_a_block_no_longer_reads_as_each_check_a
     with pytest.raises(AttributeError, match="scale"):
         checks._compiled(spec)((stack,))
     assert checks.failing(spec, (stack,)) == [10]
+
+
+# values a layer's attribute may hold, each checked by its own kind of expectation (``checks.expect``)
+_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, -0.0, 0.0, 2.0]),
+                    st.sampled_from(["a", "b"]), st.tuples(st.sampled_from(["x", "y"])))  # fmt: skip
+
+
+@st.composite
+def _stacks_checks_and_edits(draw):
+    """Layers of a module list with attributes that most layers hold alike and some hold their own; their checks,
+    layer after layer as a replayed block's are, a check of the stack between two layers now and then; then edits:
+    an attribute set to another value, or deleted, a layer replaced by a module of another class."""
+    n, names = draw(st.integers(2, 5)), draw(st.lists(st.sampled_from("pqrs"), min_size=1, max_size=4, unique=True))
+    common = {name: draw(_VALUES) for name in names}
+    own = draw(st.sets(st.sampled_from(names)))
+    stack = torch.nn.Module()
+    stack.h, stack.k = torch.nn.ModuleList(torch.nn.Module() for _ in range(n)), 1
+    stack.table = {}
+    at_h = (("attr", "_modules"), ("item", "h"), ("attr", "_modules"))
+    spec = []
+    for i, layer in enumerate(stack.h):
+        for name in names:
+            setattr(layer, name, draw(_VALUES) if name in own else common[name])
+            spec.append((0, (*at_h, ("item", str(i)), ("attr", name)), checks.expect(getattr(layer, name))))
+        stack.table[f"h.{i}"] = layer
+        spec.append((0, (*at_h, ("item", str(i))), ("same", 0, (("attr", "table"), ("item", f"h.{i}")))))
+        if draw(st.booleans()) and draw(st.booleans()):
+            spec.append((0, (("attr", "k"),), checks.expect(1)))
+    for _ in range(draw(st.integers(0, 3))):
+        i, name = draw(st.integers(0, n - 1)), draw(st.sampled_from(names))
+        edit = draw(st.sampled_from(["set"] * 6 + ["delete", "replace"]))
+        if edit == "set":
+            setattr(stack.h[i], name, draw(_VALUES))
+        elif edit == "delete" and hasattr(stack.h[i], name):
+            delattr(stack.h[i], name)
+        elif edit == "replace":
+            stack.h[i] = torch.nn.Identity()
+    return stack, tuple(spec)
+
+
+@given(_stacks_checks_and_edits())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_a_guard_with_loops_fails_and_raises_as_its_checks_alone_do(executor_set, case):
+    """Random layers checked as replayed blocks are, after random edits: the guard (with its loops, wherever layers
+    are checked alike) returns the checks that fail alone, in order, or raises where one of them raises alone."""
+    stack, spec = case
+    alone = []
+    for i in range(len(spec)):
+        try:
+            alone.append(bool(checks._compiled(spec[i : i + 1])((stack,))))
+        except (AttributeError, KeyError):
+            alone.append(None)  # its path no longer reads
+    if None in alone:
+        with pytest.raises((AttributeError, KeyError)):
+            checks._compiled(spec)((stack,))
+    else:
+        assert checks._compiled(spec)((stack,)) == [i for i, failed in enumerate(alone) if failed]
+    assert checks.failing(spec, (stack,)) == [i for i, failed in enumerate(alone) if failed is not False]
 
 
 class _Reading(torch.nn.Module):
