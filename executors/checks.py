@@ -435,36 +435,52 @@ def _shape(body: list[tuple[tuple, tuple]]) -> str:
     return repr([(steps, _fixed(expected)) for steps, expected in body])
 
 
+@dataclass
+class _Run:
+    """Consecutive checks ``first`` to ``end`` of one block (``module_list``: the root and steps of its list's
+    ``_modules``; ``key``), each as its steps from the block and its expectation; or one check that reads from no
+    block (``module_list`` None)."""
+
+    first: int
+    end: int
+    module_list: tuple | None
+    key: str | None
+    body: list[tuple[tuple, tuple]]
+
+
 def _parts(spec: tuple) -> list[int | _Loop]:
     """``spec``'s checks in order, each by its index, but a ``_Loop`` for each run of two blocks or more whose checks
     print the same but for the block's key and the values a loop may vary (compared as printed: the guard's text
     prints keys and values)."""
-    runs: list[list] = []  # [first, end, (root, container, key) or None, the checks' steps from the block, expected]
+    runs: list[_Run] = []
     for i, (root, steps, expected) in enumerate(spec):
         at = _block_step(steps)
-        where = None if at is None else (root, steps[:at], steps[at][1])
-        if where is not None and runs and runs[-1][2] == where:
-            runs[-1][1] = i + 1
-            runs[-1][3].append((steps[at + 1 :], expected))
+        if at is None:
+            runs.append(_Run(i, i + 1, None, None, []))
+            continue
+        where, key, check = (root, steps[:at]), steps[at][1], (steps[at + 1 :], expected)
+        if runs and (runs[-1].module_list, runs[-1].key) == (where, key):
+            runs[-1].end = i + 1
+            runs[-1].body.append(check)
         else:
-            runs.append([i, i + 1, where, [] if at is None else [(steps[at + 1 :], expected)]])
+            runs.append(_Run(i, i + 1, where, key, [check]))
     parts: list[int | _Loop] = []
     j = 0
     while j < len(runs):
         first, k = runs[j], j + 1
-        if first[2] is not None:
-            shape = _shape(first[3])
-            while k < len(runs) and runs[k][2] and runs[k][2][:2] == first[2][:2] and _shape(runs[k][3]) == shape:
+        if first.module_list is not None:
+            shape = _shape(first.body)
+            while k < len(runs) and runs[k].module_list == first.module_list and _shape(runs[k].body) == shape:
                 k += 1
         if k - j > 1:
             group = runs[j:k]
-            printed = [[repr(expected) for _, expected in r[3]] for r in group]
-            varying = tuple(m for m in range(len(first[3])) if len({p[m] for p in printed}) > 1)
-            values = tuple(tuple(_own(r[3][m][1]) for m in varying) for r in group)
-            keys, starts = tuple(r[2][2] for r in group), tuple(r[0] for r in group)
-            parts.append(_Loop(first[2][0], first[2][1], keys, starts, tuple(first[3]), varying, values))
+            printed = [[repr(expected) for _, expected in r.body] for r in group]
+            varying = tuple(m for m in range(len(first.body)) if len({p[m] for p in printed}) > 1)
+            values = tuple(tuple(_own(r.body[m][1]) for m in varying) for r in group)
+            keys, starts = tuple(r.key for r in group), tuple(r.first for r in group)
+            parts.append(_Loop(*first.module_list, keys, starts, tuple(first.body), varying, values))
         else:
-            parts.extend(range(first[0], first[1]))
+            parts.extend(range(first.first, first.end))
         j = k
     return parts
 
