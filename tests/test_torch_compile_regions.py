@@ -4,6 +4,8 @@ Each rule with a program that breaks without it, on the real executor (Inductor 
 ``thunder.jit`` with the same executors gives wrong values on two of them; the extension must not.
 """
 
+import copy
+
 import pytest
 import thunder
 import torch
@@ -278,6 +280,44 @@ def test_views_between_taken_out_writes_join_the_region_before_them():
     jfn = assert_matches_eager(f, *args)
     assert all(how.startswith("in place at the") for how, _ in decisions(jfn))
     assert regions(jfn) == ["TorchCompile0", "TorchCompile1"]  # before the writes, and after them
+
+
+def embed_and_select(w, idx, cos):
+    # litgpt's embedding and RoPE selects, which reach the region of their own between block programs
+    return torch.nn.functional.embedding(idx, w), cos.index_select(0, idx)[None, :, None], cos[idx[0]]
+
+
+def embed_and_scale(w, idx, cos):
+    return torch.nn.functional.embedding(idx, w) * 2, cos.index_select(0, idx)[None, :, None]
+
+
+def test_a_region_that_only_views_selects_and_gathers_runs_its_ops_eagerly():
+    """Inductor has nothing to fuse there and would compile for a second (transforms/nothing_to_fuse.py)."""
+    args = (torch.randn(10, 4), torch.tensor([3, 1, 3]), torch.randn(8, 6))
+    jfn = assert_matches_eager(embed_and_select, *args)
+    assert regions(jfn) == []
+    ran = [b.sym.name for b in thunder.last_traces(jfn)[-1].bound_symbols]
+    assert {"embedding", "index_select", "__getitem__"} <= set(ran), ran
+    with pytest.raises(IndexError):  # an index out of range fails as the PyTorch executor's op does
+        jfn(args[0], torch.tensor([3, 10]), args[2])
+
+
+def test_a_region_that_computes_beside_its_gathers_stays_compiled():
+    jfn = assert_matches_eager(embed_and_scale, torch.randn(10, 4), torch.tensor([3, 1, 3]), torch.randn(8, 6))
+    (region,) = [b for b in thunder.last_traces(jfn)[-1].bound_symbols if b.sym.is_fusion]
+    assert {"embedding", "mul", "index_select"} <= {op.sym.name for op in region.subsymbols}
+
+
+def test_litgpts_embedding_and_rope_selects_between_block_programs_run_eagerly():
+    torch.manual_seed(0)
+    eager = small_llama(n_layer=3)
+    jitted = thunder_ext.jit(copy.deepcopy(eager), block_programs=True)
+    x = torch.randint(0, VOCAB, (1, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(jitted(x), eager(x))
+    trace = thunder.last_traces(jitted)[-1]
+    assert [b.sym.name for b in trace.bound_symbols if b.sym.is_fusion] == ["TorchCompile1"]  # the head's
+    assert "embedding" in [b.sym.name for b in trace.bound_symbols]
 
 
 def write_then_repeat_kv(k, v, pos, new_k, new_v):

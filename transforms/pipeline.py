@@ -35,6 +35,7 @@ from thunder_ext.transforms.gradient_zeros import give_zeros_their_prims
 from thunder_ext.transforms.grad_argument_writes import refuse_differentiated_writes_into_arguments
 from thunder_ext.transforms.narrow_as_slice import trace_narrows_as_slices
 from thunder_ext.transforms.no_recomputation import pin_reads_of_overwritten_storage
+from thunder_ext.transforms.nothing_to_fuse import run_regions_with_nothing_to_fuse_eagerly
 from thunder_ext.transforms.prove_inplace import prove_inplace_writes
 from thunder_ext.transforms.reuse_buffers import reuse_dead_buffers
 from thunder_ext.transforms.saved_for_backward import clone_saved_values_before_writes, clone_saved_values_written_later
@@ -90,6 +91,8 @@ PIPELINE: tuple[Stage, ...] = (
     Stage(Hook.FUSION, keep_written_storage_aliased_as_traced),
     Stage(Hook.FUSION, pin_reads_of_overwritten_storage),
     Stage(Hook.FUSION, keep_uncomputed_writes_out_of_regions),
+    # before the checker, which decides the writes of the regions that remain
+    Stage(Hook.EXECUTION, run_regions_with_nothing_to_fuse_eagerly),
     Stage(Hook.EXECUTION, clone_saved_values_written_later),
     Stage(Hook.EXECUTION, prove_inplace_writes, Role.DECIDES),
     # only traces the extension rewrote: it answers for their memory, thunder for the rest
