@@ -18,13 +18,12 @@ import thunder.torch as ltorch
 from thunder.core.prims import PrimIDs
 from thunder.core.symbol import BoundSymbol
 from thunder.core.trace import TraceCtx
-from thunder.executors.torch_compile import torch_compile_cat_ex, torch_compile_ex, torch_compile_xentropy_ex
 
 from thunder_ext.transforms.op_kinds import is_view_op, thunder_op_id, written_tensors
+from thunder_ext.transforms.regions.torch_compile import TORCH_COMPILE_EXECUTORS
 from thunder_ext.transforms.trace_index import TraceIndex
 from thunder_ext.transforms.traced import on_torch_executor
 
-_TORCH_COMPILE = (torch_compile_ex, torch_compile_cat_ex, torch_compile_xentropy_ex)
 _GATHERS = frozenset({ltorch.index_select.id, ltorch.embedding.id, ltorch.getitem.id})  # read elements by index
 
 
@@ -35,7 +34,7 @@ def _only_moves_data(op: BoundSymbol) -> bool:
 def has_nothing_to_fuse(region: BoundSymbol) -> bool:
     """Whether ``region`` is a torch.compile region whose ops only view, select and gather."""
     sym = region.sym
-    return sym.is_fusion and sym.executor in _TORCH_COMPILE and bool(region.subsymbols) and all(
+    return sym.is_fusion and sym.executor in TORCH_COMPILE_EXECUTORS and bool(region.subsymbols) and all(
         _only_moves_data(op) for op in region.subsymbols)  # fmt: skip
 
 

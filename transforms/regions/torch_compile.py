@@ -291,5 +291,6 @@ TORCH_COMPILE_RULES = RegionRules(
     kept="`{region}` writes `{out}` itself; Inductor re-inplaces the write where it can",
     ahead=position_checks,
 )
-for _executor in (torch_compile_ex, torch_compile_cat_ex, torch_compile_xentropy_ex):
+TORCH_COMPILE_EXECUTORS = (torch_compile_ex, torch_compile_cat_ex, torch_compile_xentropy_ex)  # thunder's three
+for _executor in TORCH_COMPILE_EXECUTORS:
     register_region_rules(_executor, TORCH_COMPILE_RULES)
