@@ -511,6 +511,46 @@ def test_the_prologue_checks_are_thunders_list_without_its_quadratic_scan():
     assert jit_ext.JitCtx.add_constraint is constraints.add_constraint
 
 
+class _Scaled(nn.Module):
+    """Parameters, a buffer and a number attribute: the prologue checks tensors' metadata and a number."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+        self.register_buffer("shift", torch.ones(4))
+        self.scale = 2.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            x = layer(x) * self.scale
+        return x + self.shift
+
+
+@pytest.mark.executor_sets("defaults")  # the prologue thunder's interpreter makes: its checks, not the executors'
+def test_the_prologue_makes_thunders_checks_without_its_quadratic_renaming(monkeypatch):
+    from thunder_ext.thunder026 import constraints
+
+    def checks_made() -> list[str]:
+        jitted = thunder_ext.jit(_Scaled(), replay_blocks=False)
+        jitted(torch.ones(2, 4))
+        lines = str(thunder.last_prologue_traces(jitted)[0]).splitlines()
+        return [line.strip() for line in lines if re.search(r"\bcheck_\w+\(", line)]
+
+    ours = checks_made()
+    with monkeypatch.context() as thunders:  # every check renamed and made by thunder's own loop
+        thunders.setattr(constraints, "_OF_OUTPUTS", ())
+        theirs = checks_made()
+    # the same checks (6 parameters, the buffer and the input each a tensor's; the scale a number's), some later
+    assert sorted(ours) == sorted(theirs) and ours != theirs
+    assert sum("check_tensor_shape_and_metadata" in c for c in ours) == 8 and any(", 2.5)" in c for c in ours)
+    model = _Scaled()
+    jitted = thunder_ext.jit(model, replay_blocks=False)
+    jitted(torch.ones(2, 4))
+    model.shift = torch.ones(4, dtype=torch.float64)  # a check that moved still decides: a miss, and eager's result
+    assert_close(jitted(torch.ones(2, 4)), model(torch.ones(2, 4)))
+    assert thunder.cache_misses(jitted) == 2
+
+
 @pytest.mark.executor_sets("defaults")  # a data structure of thunder's interpreter: nothing compiled
 def test_the_interpreter_decodes_each_code_object_once_and_as_dis_does():
     import dis

@@ -568,6 +568,13 @@ def test_a_prologue_holds_its_python_checks_as_one_text_that_decodes_to_them(mon
     assert type(nan) is float and math.isnan(nan)
     spec = ((0, (("attr", type("Name", (str,), {})("k")),), ("is", None)),)
     assert checks.encoded(spec) is spec
+    # the text of the spec encoded last is not made again, nor read back; an equal spec of other types is its own
+    ones = ((0, (("item", 1),), ("is", 1)),)
+    text = checks.encoded(ones)
+    assert checks.encoded(ones) is text and checks.decoded(text) is ones
+    trues = ((0, (("item", True),), ("is", True)),)
+    assert trues == ones and checks.encoded(trues) != text
+    assert type(checks.decoded(checks.encoded(trues))[0][2][1]) is bool
     # broken on purpose: a text without the table's checks: the edit runs the old program
     def without_table(spec: tuple) -> str | tuple:
         return checks.encoded(tuple(c for c in spec if ("attr", "table") not in c[1]))

@@ -12,7 +12,7 @@ says what it is for and what change upstream would retire it:
 - ``module_calls``: each module call the interpreter reaches handed to the compilation's transform, and what an
   interpreted call did; ``trace_programs``: ops compiled as a program of their own and called as one op (both for
   ``thunder_ext/regional/``, which traces and compiles a repeated block once);
-- ``constraints``: the interpreter's prologue checks kept without a quadratic scan;
+- ``constraints``: the interpreter's prologue checks kept and made without a quadratic scan;
 - ``alias_updates``: thunder's ``insert_alias_updates`` for arguments that share storage at other sizes;
 - ``tensor_asserts``: the interpreter's conditional jumps, wrapped to check an ``assert`` on a tensor;
 - ``foreach``: the ``torch._foreach_*`` ops optimizers run;

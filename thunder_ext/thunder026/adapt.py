@@ -73,10 +73,11 @@ fix, since stock thunder raises where eager computes. From the first ``adapt_thu
   with static shapes, in the extension's compilations only (``thunder_ext/integrations/litgpt_moe.py``, through
   ``thunder026/substitutes.py``; stock ``thunder.jit`` fails on it as before).
 
-**Seven change what thunder costs, not what it traces or prints**: the lookaside that hands each module call to the
+**Seven change what thunder costs, not what it traces or checks**: the lookaside that hands each module call to the
 compilation's transform, which traces a repeated block once where asked (``module_calls``, for
 ``thunder_ext/regional/``), and interprets every call as thunder does elsewhere; the interpreter's prologue checks,
-kept in the same list but found without comparing each new one with all before it (``constraints``); each code
+kept in the same list but found without comparing each new one with all before it, and named after the prologue's
+outputs through a dict, those of tensors' metadata and numbers made after thunder's others (``constraints``); each code
 object's instructions, decoded once, not at every call interpreted (``interpreted_code``); a tuple or list unpacked,
 and a call's tuple of ``*args``, from its items' wrappers, not by interpreted iterators and subscripts, in the
 extension's compilations (``sequence_unpacking``); an operator on two plain numbers of one type called directly, not

@@ -135,6 +135,9 @@ class _Reads:
         self.globals: dict[int, tuple[ProvenanceRecord, str]] = {}
         self.readers: dict[int, tuple[ProvenanceRecord, object]] = {}  # a reader's record -> (it, the reader)
         self.compiled: object = None  # the object the interpreter runs (its INPUT_FN)
+        # each record's ``_path`` (the record kept, so that its id stays its own), as the globals and readers known
+        # when it was found say: emptied when they gain one
+        self.paths: dict[int, tuple[ProvenanceRecord, Path | None]] = {}
 
     def add(self, check: Check) -> None:
         expected = check.expected
@@ -174,7 +177,14 @@ def _user_module(globals_: object) -> str | None:
 def _path(pr: ProvenanceRecord, reads: _Reads) -> Path | None:
     """``pr`` as attribute and item reads from the compiled object's or the arguments' record, or from the globals of
     a module of the user's; None where it is not, or reads from a tensor (the prologue checks its metadata), or
-    passes through a dunder other than ``_READ_AGAIN`` or a library's globals."""
+    passes through a dunder other than ``_READ_AGAIN`` or a library's globals. Found once for each record (a
+    layer's hundreds of reads would each walk their records back to the model's)."""
+    if (known := reads.paths.get(id(pr))) is None:
+        known = reads.paths[id(pr)] = (pr, _path_walked(pr, reads))
+    return known[1]
+
+
+def _path_walked(pr: ProvenanceRecord, reads: _Reads) -> Path | None:
     inst = _inst(pr)
     if inst in _ROOTS:
         return pr, ()
@@ -247,6 +257,7 @@ def _noting_reads(wrap: Callable) -> Callable:
                 _reads().compiled = value
             if id(value) in _READERS or type(value) in _READER_TYPES:
                 _reads().readers[id(result.provenance)] = (result.provenance, value)
+                _reads().paths.clear()
             _note(value, provenance, result.provenance)
         return result
 
@@ -360,6 +371,7 @@ def _note_globals(globals_pr: ProvenanceRecord, reads: _Reads) -> None:
         if getattr(frame.globals, "provenance", None) is globals_pr:
             if (module := _user_module(unwrap(frame.globals))) is not None:
                 reads.globals[id(globals_pr)] = (globals_pr, module)
+                reads.paths.clear()
             return
 
 
@@ -468,8 +480,11 @@ def _without_implied_classes(spec: list[tuple], roots: list) -> tuple:
 
 
 def _holding(spec: tuple, roots: tuple) -> tuple:
-    """``spec`` without the checks that fail on ``roots`` now, each logged (at DEBUG)."""
+    """``spec`` without the checks that fail on ``roots`` now, each logged (at DEBUG); ``spec`` itself where all hold
+    (its text is made once)."""
     differ = set(failing(spec, roots))
+    if not differ:
+        return spec
     for i in sorted(differ):
         logger.debug("thunder_ext: a Python value read otherwise by thunder's interpreter, not checked: %s", spec[i])
     return tuple(check for i, check in enumerate(spec) if i not in differ)
