@@ -73,6 +73,7 @@ class BlockProgram(trace_programs.CalledProgram):
     cls: str  # the block's class, as the log names it
     inputs: list[Proxy]  # the record's proxies that the program takes, in its order
     written: frozenset[int]  # positions among ``inputs`` whose storage it writes
+    differentiable: frozenset[int]  # and those its backward gives a gradient (under grad)
     bsyms: list[BoundSymbol]  # the record's bound symbols, which a call stands for
     output: Any  # the record's output
     made: list[Proxy]  # what the record's bound symbols make, subsymbols' too
@@ -151,8 +152,8 @@ def compiled(record: Any, inputs: list[Proxy], written: frozenset[int], differen
     else:
         built, decisions = loaded
     split = built if built.backward is not None else None
-    return BlockProgram(record.cls.__name__, inputs, written, record.bsyms, record.output, record.made, built.run,
-                        decisions, time.perf_counter() - start, loaded is not None, flat, split)  # fmt: skip
+    return BlockProgram(record.cls.__name__, inputs, written, differentiable, record.bsyms, record.output, record.made,
+                        built.run, decisions, time.perf_counter() - start, loaded is not None, flat, split)  # fmt: skip
 
 
 def ops_digest(inputs: list[Proxy], bsyms: list[BoundSymbol], made: list[Proxy], output: Any) -> str | None:

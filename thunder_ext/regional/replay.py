@@ -45,7 +45,7 @@ import torch
 from thunder.core import dtypes
 from thunder.core.compile_data import get_cache_option, get_compile_data
 from thunder.core.options import CACHE_OPTIONS
-from thunder.core.prims import PrimIDs
+from thunder.core.prims import OpTags, PrimIDs
 from thunder.core.proxies import CollectionProxy, NumberProxy, Proxy, TensorProxy, variableify
 from thunder.core.pytree import tree_flatten, tree_map
 from thunder.core.symbol import BoundSymbol
@@ -93,6 +93,7 @@ class _Record:
     made: list[Proxy] = field(default_factory=list)  # what the call's bound symbols make, subsymbols' too
     output: Any = None
     program: programs.BlockProgram | None = None  # compiled at its first call, where asked and allowed
+    digest: str | None = None  # of its ops (``programs.ops_digest``), where it has a program
     no_program: str | None = None  # why not
     inputs: list[Proxy] = field(default_factory=list)  # what its bound symbols read and do not make: the program's
     # the module's ints that only index a list from outside (``module_calls.Selection``): each one's access path, and
@@ -129,6 +130,45 @@ class _Compilation:
                 self.classes[type(block)] += 1
         self.records: dict[type, list[_Record]] = {}
         self.programs: dict[tuple, programs.BlockProgram] = {}  # by the ops they stand for (``programs.ops_digest``)
+        self.gradients = _GradientReach()
+
+
+class _GradientReach:
+    """Which tensors of the model's trace a gradient may flow into, found forward over its bound symbols as the
+    interpreter appends them: a tensor no op made (a parameter, a buffer, an argument: the prologue's) where it
+    requires grad; one an op made where a tensor the op reads may (thunder marks none it makes as requiring grad).
+    Once an op writes in place with a tensor read that may, every floating tensor may: its destination and the views
+    sharing its storage carry a gradient then, which this does not follow."""
+
+    def __init__(self) -> None:
+        self.made: set = set()
+        self.flowing: set = set()
+        self.everywhere = False
+        self.seen: list[BoundSymbol] = []  # the trace's bound symbols found so far, the last kept to see a cut
+
+    def may_flow_into(self, p: TensorProxy) -> bool:
+        bsyms = get_tracectx().bound_symbols
+        if self.seen and (len(bsyms) < len(self.seen) or bsyms[len(self.seen) - 1] is not self.seen[-1]):
+            self.__init__()  # the trace was cut (a recorded call's ops became one call of its program): found again
+        for b in bsyms[len(self.seen) :]:
+            flows = any(self._flows(a) for a in b.flat_proxy_args if isinstance(a, TensorProxy))
+            self.everywhere |= flows and any(_writes(s) for s in _with_subsymbols([b]))
+            outs = {variableify(o) for o in b.flat_proxy_outs}
+            self.made |= outs
+            if flows:
+                self.flowing |= outs
+            self.seen.append(b)
+        return dtypes.is_inexact_dtype(p.dtype) and (self.everywhere or self._flows(p))
+
+    def _flows(self, p: TensorProxy) -> bool:
+        v = variableify(p)
+        return v in self.flowing if v in self.made else p.requires_grad
+
+
+def _writes(bsym: BoundSymbol) -> bool:
+    """Whether ``bsym`` itself writes a tensor in place: thunder's in-place ops end in its ``copy_``; others (the
+    extension's ``tensor_scatter_``) carry thunder's in-place tag."""
+    return bsym.sym.id == PrimIDs.COPY_ or OpTags.IN_PLACE in (bsym.sym.tags or ())
 
 
 def _blocks(root: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Module]]:
@@ -394,32 +434,25 @@ def _program(state: _Compilation, record: _Record, swap: dict, *, compile: bool 
         return None
     if record.program is None and record.no_program is None:
         record.inputs = inputs = _read_not_made(record.bsyms)
-        module = {v for v, _ in record.module_tensors}
         written = transform.block_program_writes(record.bsyms, inputs, record.argument_variables, record.output)
         if isinstance(written, str):
             record.no_program = written
         elif written and get_compile_data().is_grad_enabled:
             record.no_program = "grad is on and it writes a tensor"
         else:
-            differentiable = _differentiable(inputs, module)
-            digest = programs.ops_digest(inputs, record.bsyms, record.made, record.output)
-            ops = (digest, written, differentiable)
-            if digest is not None and ops in state.programs:
-                record.program = state.programs[ops]
-            elif not compile:
-                record.no_program = f"more than {MAX_RECORDS_PER_CLASS} records and no program of its ops"
-            else:
-                try:
-                    record.program = programs.compiled(record, inputs, written, differentiable)
-                except NotSplit as e:
-                    record.no_program = f"grad is on and {e}"
-                if record.program is not None and digest is not None:
-                    state.programs[ops] = record.program
+            record.digest = programs.ops_digest(inputs, record.bsyms, record.made, record.output)
+            record.program, record.no_program = _program_of(state, record, written, _differentiable(state, inputs),
+                                                             compile=compile)  # fmt: skip
     program, why = record.program, record.no_program
     if program is not None:
-        args = [variableify(swap.get(variableify(p), p)) for p in record.inputs]
-        if any(args.count(args[i]) > 1 for i in program.written):
+        args = [swap.get(variableify(p), p) for p in record.inputs]
+        variables = [variableify(p) for p in args]
+        if any(variables.count(variables[i]) > 1 for i in program.written):
             program, why = None, "a tensor it writes is another of its arguments too"
+        elif not (flowing := _differentiable(state, args)) <= program.differentiable:
+            # a gradient flows into a tensor where none flowed at the record's call (LoRA's first layer, whose input
+            # comes from a frozen embedding): the program of the same ops that gives both
+            program, why = _program_of(state, record, program.written, program.differentiable | flowing)
     if program is None:
         state.traced.not_called[why] += 1
     else:
@@ -427,15 +460,30 @@ def _program(state: _Compilation, record: _Record, swap: dict, *, compile: bool 
     return program
 
 
-def _differentiable(inputs: list[Proxy], module: set) -> frozenset[int]:
-    """Under grad, the positions among a block's ``inputs`` that a gradient may flow into: its module's tensors that
-    require grad, and every other tensor of a floating dtype (thunder marks no tensor its trace computes as requiring
-    grad; where none flows, the model's backward drops the gradient). A replay's tensors have the metadata of the
-    record's, ``requires_grad`` included (the replay key): each call of the program wants these gradients."""
+def _program_of(state: _Compilation, record: _Record, written: frozenset[int], differentiable: frozenset[int], *,
+                compile: bool = True) -> tuple[programs.BlockProgram | None, str | None]:  # fmt: skip
+    """The program of the record's ops that writes its inputs at ``written`` and gives the gradients of those at
+    ``differentiable``: another call's of the same ops, or compiled (``compile``); else None and why."""
+    ops = (record.digest if record.digest is not None else ("record", id(record)), written, differentiable)
+    if ops in state.programs:
+        return state.programs[ops], None
+    if not compile:
+        return None, f"more than {MAX_RECORDS_PER_CLASS} records and no program of its ops"
+    try:
+        program = state.programs[ops] = programs.compiled(record, record.inputs, written, differentiable)
+    except NotSplit as e:
+        return None, f"grad is on and {e}"
+    return program, None
+
+
+def _differentiable(state: _Compilation, inputs: list[Proxy]) -> frozenset[int]:
+    """Under grad, the positions among a block's ``inputs`` that a gradient may flow into (``_GradientReach``): its
+    module's tensors that require grad, and a floating tensor from outside that depends on one (litgpt's ``x``, not
+    its ``cos`` and ``sin``, which only select from buffers). A call whose gradients are not among its program's
+    does not call it."""
     if not get_compile_data().is_grad_enabled:
         return frozenset()
-    return frozenset(i for i, p in enumerate(inputs) if isinstance(p, TensorProxy) and (
-        p.requires_grad if variableify(p) in module else dtypes.is_inexact_dtype(p.dtype)))  # fmt: skip
+    return frozenset(i for i, p in enumerate(inputs) if isinstance(p, TensorProxy) and state.gradients.may_flow_into(p))
 
 
 def _read_not_made(bsyms: list[BoundSymbol]) -> list[Proxy]:
