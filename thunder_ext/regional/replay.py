@@ -428,7 +428,8 @@ def _call_program_instead(state: _Compilation, record: _Record, start: int, *, c
 
 def _program(state: _Compilation, record: _Record, swap: dict, *, compile: bool = True) -> programs.BlockProgram | None:
     """The record's block program, where this call may call it: compiled at its first call, or another record's
-    of the same ops (``programs.ops_digest``); else None, the reason kept for the log."""
+    of the same ops (``programs.ops_digest``), or one of those ops that gives the gradients of more of this call's
+    tensors; else None, the reason kept for the log."""
     transform = state.transform
     if not programs.programs_wanted(transform.block_programs):
         return None
