@@ -144,20 +144,21 @@ class _GradientReach:
         self.made: set = set()
         self.flowing: set = set()
         self.everywhere = False
-        self.seen: list[BoundSymbol] = []  # the trace's bound symbols found so far, the last kept to see a cut
+        self.seen = 0  # how many of the trace's bound symbols were found, and the last of them (to see a cut)
+        self.last: BoundSymbol | None = None
 
     def may_flow_into(self, p: TensorProxy) -> bool:
         bsyms = get_tracectx().bound_symbols
-        if self.seen and (len(bsyms) < len(self.seen) or bsyms[len(self.seen) - 1] is not self.seen[-1]):
+        if self.seen and (len(bsyms) < self.seen or bsyms[self.seen - 1] is not self.last):
             self.__init__()  # the trace was cut (a recorded call's ops became one call of its program): found again
-        for b in bsyms[len(self.seen) :]:
+        for b in bsyms[self.seen :]:
             flows = any(self._flows(a) for a in b.flat_proxy_args if isinstance(a, TensorProxy))
             self.everywhere |= flows and any(_writes(s) for s in _with_subsymbols([b]))
             outs = {variableify(o) for o in b.flat_proxy_outs}
             self.made |= outs
             if flows:
                 self.flowing |= outs
-            self.seen.append(b)
+        self.seen, self.last = len(bsyms), (bsyms[-1] if bsyms else None)
         return dtypes.is_inexact_dtype(p.dtype) and (self.everywhere or self._flows(p))
 
     def _flows(self, p: TensorProxy) -> bool:
