@@ -118,7 +118,7 @@ def test_a_call_whose_written_buffer_another_op_reads_gets_the_blocks_ops_back(c
 
 
 def test_by_default_replays_call_programs_unless_the_torch_compile_executor_is_among_the_executors(executor_set):
-    # Inductor fuses across a block's boundaries, which a program's call would cut (programs_wanted)
+    # a program would be an Inductor region of its own, each call paying torch.compile's call path (programs_wanted)
     torch.manual_seed(0)
     model = Stack()
     x = torch.randn(4, 8)
