@@ -60,7 +60,7 @@ def programs_wanted(asked: bool | None) -> bool:
     """Whether this compilation's replays call block programs: as ``asked``; by default (None), unless thunder's
     torch.compile executor is among its executors. There each program is an Inductor region of its own, whose
     every call pays its call path (thunder's wrappers, Dynamo's frame, AOT autograd's and Inductor's: about 0.3 ms a
-    layer), where the whole decode step is one region without programs: per token 1.11-1.19x
+    layer), where the whole decode step is one region without programs: per token 1.12-1.19x
     torch.compile(dynamic)'s with programs against 0.98-1.02x without, on SmolLM2-135M's config
     (docs/benchmarks.md, 2026-12-08). thunder's default executors on a CPU make no such region."""
     if asked is not None:
